@@ -1,0 +1,26 @@
+"""Encoder-decoder (cross) attention (001 ``Attention``)."""
+
+from __future__ import annotations
+
+from attention_lab.attention.registry import register
+from attention_lab.attention.self_attention import SelfAttention
+
+
+@register("cross")
+class CrossAttention(SelfAttention):
+    """Queries from ``x`` (the decoder), keys and values from ``source`` (the encoder output).
+
+    ``source`` may be longer or shorter than ``x``. Causal masking is rejected: it needs queries
+    and keys from one sequence.
+    """
+
+    takes_source = True
+    variant = "cross"
+
+    def __init__(self, d_in: int, d_out: int, *, causal: bool = False, **kwargs) -> None:
+        if causal:
+            raise ValueError(
+                "causal must be False for 'cross': queries and keys come from different sequences; "
+                "use key_padding_mask to hide source positions"
+            )
+        super().__init__(d_in, d_out, causal=False, **kwargs)

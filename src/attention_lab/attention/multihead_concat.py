@@ -1,0 +1,34 @@
+"""Multi-head attention as independent single heads side by side (001 MultiHeadAttention, ch. 3 wrapper)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attention_lab.attention.base import AttentionModule
+from attention_lab.attention.registry import register
+from attention_lab.attention.self_attention import SelfAttention
+
+
+@register("multihead_concat")
+class MultiHeadAttentionWrapper(AttentionModule):
+    """``num_heads`` separate ``self`` heads; outputs concatenated: output dim = num_heads × d_v.
+
+    The heads are created one after another, each with its own W_query, W_key, W_value, so the
+    random initialisation matches the notebooks' loop over heads.
+    """
+
+    def __init__(self, d_in: int, d_out: int, *, num_heads: int = 1, d_v: int | None = None,
+                 qkv_bias: bool = False, dropout: float = 0.0, causal: bool = False) -> None:
+        super().__init__(causal=causal, dropout=dropout)
+        self.heads = nn.ModuleList(
+            SelfAttention(d_in, d_out, d_v=d_v, qkv_bias=qkv_bias, dropout=dropout, causal=causal)
+            for _ in range(num_heads)
+        )
+        self.output_dim = num_heads * self.heads[0].output_dim
+
+    def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        # Each head gives (B, 1, T, d); stacking them on dim 1 runs all heads in one attend call.
+        per_head = [head.project(x, source) for head in self.heads]
+        queries, keys, values = (torch.cat(parts, dim=1) for parts in zip(*per_head))
+        return queries, keys, values
