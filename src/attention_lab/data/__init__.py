@@ -1,0 +1,1 @@
+"""Corpus, vocabulary and the toy sequence tasks built from the notebooks' sentences."""

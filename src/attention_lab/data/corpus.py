@@ -1,0 +1,66 @@
+"""Sentences and the vocabulary built from them (as notebook 000: sorted unique words)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from attention_lab.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CORPUS = Path(__file__).with_name("corpus.txt")
+PAD, UNK = "<pad>", "<unk>"
+SPECIAL_TOKENS = (PAD, UNK)
+PAD_ID, UNK_ID = 0, 1
+_WORD = re.compile(r"\w+(?:'\w+)*")  # drops punctuation: "short," -> "short", as the notebooks do
+
+
+def tokenize(sentence: str) -> list[str]:
+    return _WORD.findall(sentence)
+
+
+def read_sentences(path: str | Path | None = None) -> list[str]:
+    """One sentence per line; blank lines and lines starting with '#' are skipped."""
+    path = DEFAULT_CORPUS if path is None else Path(path).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"task.corpus={path} is invalid: no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"task.corpus={path} is invalid: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    sentences = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not any(tokenize(s) for s in sentences):
+        raise ConfigError(f"task.corpus={path} is invalid: it contains no words")
+    return sentences
+
+
+class Vocabulary:
+    """Special tokens first, then the corpus's unique words in sorted order."""
+
+    def __init__(self, words: Iterable[str]) -> None:
+        self.itos: list[str] = [*SPECIAL_TOKENS, *sorted(set(words) - set(SPECIAL_TOKENS))]
+        self.stoi: dict[str, int] = {word: i for i, word in enumerate(self.itos)}
+
+    @classmethod
+    def from_sentences(cls, sentences: Iterable[str]) -> Vocabulary:
+        return cls(word for sentence in sentences for word in tokenize(sentence))
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    @property
+    def words(self) -> list[str]:
+        """The real words (no special tokens), in vocabulary order."""
+        return self.itos[len(SPECIAL_TOKENS):]
+
+    def encode(self, words: Sequence[str], *, warn: bool = True) -> list[int]:
+        unknown = [w for w in words if w not in self.stoi]
+        if unknown and warn:
+            log.warning("words not in the vocabulary are mapped to %s: %s", UNK, ", ".join(unknown))
+        return [self.stoi.get(w, UNK_ID) for w in words]
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        return [self.itos[i] for i in ids]
