@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from attention_lab.attention.functional import AttentionOutput, attend, padding_to_attn_mask
@@ -15,6 +16,15 @@ def check_positive_int(name: str, value: object) -> None:
 def check_dropout(dropout: object) -> None:
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
+
+
+def check_key_padding_mask(key_padding_mask: Tensor, source: Tensor) -> None:
+    # An int mask in the "1 = keep" convention would silently hide the real tokens: insist on bool.
+    if key_padding_mask.dtype != torch.bool:
+        raise ValueError(f"key_padding_mask must be a boolean tensor (True = padding), got {key_padding_mask.dtype}")
+    expected = tuple(source.shape[:2])
+    if tuple(key_padding_mask.shape) != expected:
+        raise ValueError(f"key_padding_mask must have shape (B, T_k) = {expected}, got {tuple(key_padding_mask.shape)}")
 
 
 class AttentionModule(nn.Module):
@@ -71,6 +81,8 @@ class AttentionModule(nn.Module):
             source = None if source is None else source.unsqueeze(0)
             key_padding_mask = None if key_padding_mask is None else key_padding_mask.unsqueeze(0)
         source = x if source is None else source
+        if key_padding_mask is not None:
+            check_key_padding_mask(key_padding_mask, source)
 
         q, k, v = self.project(x, source)  # (B, H, T_q, d_k), (B, H, T_k, d_k), (B, H, T_k, d_v)
         context, weights = self.attend(q, k, v, padding_to_attn_mask(key_padding_mask), need_weights)

@@ -35,7 +35,7 @@ def padding_to_attn_mask(key_padding_mask: Tensor | None) -> Tensor | None:
     """(B, T_k) key padding mask (True = padding) -> (B, 1, 1, T_k) attn mask (True = attend)."""
     if key_padding_mask is None:
         return None
-    return ~key_padding_mask.bool()[:, None, None, :]
+    return ~key_padding_mask[:, None, None, :]
 
 
 def attend(
@@ -60,7 +60,7 @@ def attend(
     """
     t_q, t_k = q.shape[-2], k.shape[-2]
     if mask is not None and mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a boolean tensor (True = may attend), got {mask.dtype}")
+        raise ValueError(f"mask must be a boolean tensor (True = may attend), got {mask.dtype}")
     if causal and mask is not None:
         mask = mask & causal_mask(t_q, t_k, q.device)
         causal = False

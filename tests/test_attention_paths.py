@@ -1,0 +1,343 @@
+"""The two paths of every attention variant agree with each other and with a float64 reference.
+
+* fast path: ``need_weights=False`` (PyTorch's fused ``scaled_dot_product_attention``)
+* math path: ``need_weights=True`` (explicit softmax, returns the weights)
+* reference: written here, plain ``softmax(q·kᵀ·scale)`` with ``-inf`` masking, in float64
+
+Inputs are float32 with small dimensions (<= 32), where float32 accumulation stays well inside
+atol=1e-5, rtol=1.3e-6.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import Tensor
+
+from attention_lab.attention import VARIANTS, AttentionModule, attend, build_attention
+
+ATOL, RTOL = 1e-5, 1.3e-6
+SETTINGS = settings(max_examples=50, deadline=None)
+seeds = st.integers(min_value=0, max_value=2**31 - 1)
+
+
+def assert_close(actual: Tensor, expected: Tensor, atol: float = ATOL, rtol: float = RTOL) -> None:
+    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    actual, expected = actual.detach().double(), expected.detach().double()
+    assert not actual.isnan().any(), "NaN in the result"
+    bad = (actual - expected).abs() > atol + rtol * expected.abs()
+    assert not bad.any(), f"max |Δ| = {(actual - expected).abs().max().item():.3g} at {bad.nonzero()[0].tolist()}"
+
+
+def reference_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, scale: float) -> tuple[Tensor, Tensor]:
+    """float64 softmax(q·kᵀ·scale) · v; a query with no allowed key gets zero weights."""
+    q, k, v = q.double(), k.double(), v.double()
+    scores = torch.einsum("...qd,...kd->...qk", q, k) * scale
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)  # all -inf rows: NaN -> 0
+    return torch.einsum("...qk,...kd->...qd", weights, v), weights
+
+
+def tril(t_q: int, t_k: int) -> Tensor:
+    return torch.arange(t_k)[None, :] <= torch.arange(t_q)[:, None]
+
+
+def assert_finite_grads(*tensors: Tensor) -> None:
+    for t in tensors:
+        assert t.grad is not None
+        assert torch.isfinite(t.grad).all(), "NaN/inf in a gradient"
+
+
+# ---------------------------------------------------------------------------------------------
+# attend
+# ---------------------------------------------------------------------------------------------
+
+
+@st.composite
+def attend_cases(draw):
+    lead = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))  # () = unbatched
+    t_q, t_k = draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    d_k, d_v = draw(st.integers(1, 32)), draw(st.integers(1, 32))
+    masking = draw(st.sampled_from(["none", "causal", "mask", "both"]))
+    mask_shape = draw(st.sampled_from(["2d", "full"]))  # (T_q, T_k) broadcast, or (*lead, T_q, T_k)
+    blank_row = draw(st.booleans())  # force a query that may attend to nothing
+    scale = draw(st.one_of(st.none(), st.floats(0.1, 2.0)))
+    return lead, t_q, t_k, d_k, d_v, masking, mask_shape, blank_row, scale, draw(seeds)
+
+
+@SETTINGS
+@given(attend_cases())
+def test_attend_paths_match_reference(case):
+    lead, t_q, t_k, d_k, d_v, masking, mask_shape, blank_row, scale, seed = case
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(*lead, t_q, d_k, generator=g, requires_grad=True)
+    k = torch.randn(*lead, t_k, d_k, generator=g, requires_grad=True)
+    v = torch.randn(*lead, t_k, d_v, generator=g, requires_grad=True)
+    causal = masking in ("causal", "both")
+    mask = None
+    if masking in ("mask", "both"):
+        shape = (t_q, t_k) if mask_shape == "2d" else (*lead, t_q, t_k)
+        mask = torch.rand(*shape, generator=g) < 0.7
+        if blank_row:
+            mask[..., 0, :] = False
+
+    allowed = torch.ones(t_q, t_k, dtype=torch.bool)
+    if causal:
+        allowed = allowed & tril(t_q, t_k)
+    if mask is not None:
+        allowed = allowed & mask
+    ref_context, ref_weights = reference_attention(q, k, v, allowed, 1 / math.sqrt(d_k) if scale is None else scale)
+
+    fast, none = attend(q, k, v, causal=causal, mask=mask, scale=scale, need_weights=False)
+    slow, weights = attend(q, k, v, causal=causal, mask=mask, scale=scale, need_weights=True)
+    assert none is None
+    assert weights.shape == (*lead, t_q, t_k)
+    assert_close(fast, ref_context)
+    assert_close(slow, ref_context)
+    assert_close(weights, ref_weights)
+
+    blank = ~allowed.expand(*lead, t_q, t_k).any(dim=-1)  # queries that may attend to nothing
+    assert (weights[blank] == 0).all()
+    assert (fast[blank] == 0).all() and (slow[blank] == 0).all()
+
+    for out in (fast.sum(), slow.sum() + weights.sum()):
+        q.grad = k.grad = v.grad = None
+        out.backward()
+        assert_finite_grads(q, k, v)
+
+
+def test_attend_fully_masked_rows_give_zeros_not_nan():
+    q, k, v = (torch.randn(2, 3, 4, requires_grad=True) for _ in range(3))
+    mask = torch.tensor([[False, False, False], [True, False, False], [True, True, True]])
+    for need_weights in (False, True):
+        context, weights = attend(q, k, v, mask=mask, need_weights=need_weights)
+        assert (context[:, 0] == 0).all() and not context.isnan().any()
+        if need_weights:
+            assert (weights[:, 0] == 0).all() and not weights.isnan().any()
+        q.grad = k.grad = v.grad = None
+        context.sum().backward()
+        assert_finite_grads(q, k, v)
+        assert (q.grad[:, 0] == 0).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# every registered variant
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModuleCase:
+    variant: str
+    batch: int
+    t_q: int
+    t_k: int
+    d_in: int
+    d_out: int
+    num_heads: int
+    d_v: int | None
+    qkv_bias: bool
+    causal: bool
+    padding: bool
+    seed: int
+
+    @property
+    def options(self) -> dict:
+        options = dict(d_in=self.d_in, d_out=self.d_out, num_heads=self.num_heads, causal=self.causal)
+        if self.d_v is not None:
+            options["d_v"] = self.d_v
+        if self.qkv_bias:
+            options["qkv_bias"] = True
+        return options
+
+    def build(self, **overrides) -> AttentionModule:
+        torch.manual_seed(self.seed)
+        return build_attention(self.variant, **{**self.options, **overrides})
+
+
+@st.composite
+def module_cases(draw, variants=VARIANTS):
+    variant = draw(st.sampled_from(variants))
+    d_in = draw(st.integers(1, 32))
+    num_heads, d_v, qkv_bias = 1, None, False
+    if variant == "simple":
+        d_out = d_in
+    elif variant == "multihead":
+        num_heads = draw(st.integers(1, 4))
+        d_out = num_heads * draw(st.integers(1, 4))
+    else:
+        d_out = draw(st.integers(1, 32))
+        d_v = draw(st.one_of(st.none(), st.integers(1, 32)))
+        if variant == "multihead_concat":
+            num_heads = draw(st.integers(1, 4))
+    if variant != "simple":
+        qkv_bias = draw(st.booleans())
+    t_q = draw(st.integers(1, 7))
+    t_k = draw(st.integers(1, 7)) if variant == "cross" else t_q
+    causal = variant != "cross" and draw(st.booleans())
+    return ModuleCase(variant, draw(st.integers(1, 3)), t_q, t_k, d_in, d_out, num_heads, d_v, qkv_bias, causal,
+                      draw(st.booleans()), draw(seeds))
+
+
+def inputs(case: ModuleCase, dtype=torch.float32) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    g = torch.Generator().manual_seed(case.seed)
+    x = torch.randn(case.batch, case.t_q, case.d_in, generator=g, dtype=dtype)
+    source = torch.randn(case.batch, case.t_k, case.d_in, generator=g, dtype=dtype) if case.variant == "cross" else None
+    padding = torch.rand(case.batch, case.t_k, generator=g) < 0.3 if case.padding else None
+    return x, source, padding
+
+
+def allowed_mask(case: ModuleCase, padding: Tensor | None) -> Tensor:
+    """(B, 1, T_q, T_k): True where query i may attend to key j."""
+    allowed = torch.ones(case.batch, 1, case.t_q, case.t_k, dtype=torch.bool)
+    if case.causal:
+        allowed = allowed & tril(case.t_q, case.t_k)
+    if padding is not None:
+        allowed = allowed & ~padding[:, None, None, :]
+    return allowed
+
+
+@SETTINGS
+@given(module_cases())
+def test_module_paths_match_float64(case):
+    module = case.build()
+    module64 = copy.deepcopy(module).double()
+    x, source, padding = inputs(case)
+    x.requires_grad_(True)
+
+    fast, none = module(x, source, key_padding_mask=padding)
+    slow, weights = module(x, source, key_padding_mask=padding, need_weights=True)
+    x64, source64 = x.detach().double(), None if source is None else source.double()
+    exact, exact_weights = module64(x64, source64, key_padding_mask=padding, need_weights=True)
+    assert none is None
+    assert fast.shape == (case.batch, case.t_q, module.output_dim)
+    assert weights.shape == (case.batch, case.num_heads, case.t_q, case.t_k)
+    assert_close(fast, exact)
+    assert_close(slow, exact)
+    assert_close(weights, exact_weights)
+
+    # The float64 module itself against the reference, on its own projections.
+    q, k, v = module64.project(x64, x64 if source64 is None else source64)
+    scale = 1.0 if case.variant == "simple" else 1 / math.sqrt(q.shape[-1])
+    ref_context, ref_weights = reference_attention(q, k, v, allowed_mask(case, padding), scale)
+    assert_close(exact_weights, ref_weights)
+    assert_close(exact, module64.merge(ref_context))
+
+    # Queries with nothing to attend to: zero weights, and the merge of a zero context.
+    blank = ~allowed_mask(case, padding).any(dim=-1)[:, 0]  # (B, T_q)
+    empty = module64.merge(torch.zeros(1, q.shape[1], 1, v.shape[-1], dtype=torch.float64))[0, 0]
+    assert (weights.transpose(1, 2)[blank] == 0).all()
+    for out in (fast, slow):
+        assert_close(out[blank], empty.expand_as(out[blank]))
+
+    for loss in (fast.sum(), slow.sum() + weights.sum()):
+        module.zero_grad()
+        x.grad = None
+        loss.backward()
+        assert_finite_grads(x, *module.parameters())
+
+
+@SETTINGS
+@given(module_cases(), st.integers(1, 4))
+def test_padding_does_not_change_real_tokens(case, extra):
+    """A sequence padded with garbage (key_padding_mask) attends as if it were alone."""
+    module = case.build()
+    x, source, _ = inputs(case)
+    x, source = x[:1], None if source is None else source[:1]
+    g = torch.Generator().manual_seed(case.seed + 1)
+    if case.variant == "cross":  # pad the source: the keys and values
+        padded_x = x
+        padded_source = torch.cat([source, 100 * torch.randn(1, extra, case.d_in, generator=g)], dim=1)
+        padding = torch.arange(case.t_k + extra)[None, :] >= case.t_k
+    else:  # pad the sequence itself (right padding, so causal queries never see it anyway)
+        padded_x = torch.cat([x, 100 * torch.randn(1, extra, case.d_in, generator=g)], dim=1)
+        padded_source = None
+        padding = torch.arange(case.t_q + extra)[None, :] >= case.t_q
+    for need_weights in (False, True):
+        alone = module(x, source, need_weights=need_weights).context
+        padded = module(padded_x, padded_source, key_padding_mask=padding, need_weights=need_weights).context
+        assert_close(padded[:, : case.t_q], alone)
+
+
+@SETTINGS
+@given(module_cases(), st.integers(1, 4))
+def test_padded_batch_matches_each_sequence_alone(case, extra):
+    """Two sequences of different lengths in one padded batch: each as if alone."""
+    module = case.build()
+    g = torch.Generator().manual_seed(case.seed)
+    short_t = case.t_k if case.variant == "cross" else case.t_q
+    long_t = short_t + extra
+    seqs = [torch.randn(1, t, case.d_in, generator=g) for t in (long_t, short_t)]
+    batch = torch.cat([seqs[0], torch.cat([seqs[1], torch.randn(1, extra, case.d_in, generator=g)], dim=1)])
+    padding = torch.stack([torch.zeros(long_t, dtype=torch.bool), torch.arange(long_t) >= short_t])
+    queries = torch.randn(2, case.t_q, case.d_in, generator=g)
+    for need_weights in (False, True):
+        if case.variant == "cross":
+            both = module(queries, batch, key_padding_mask=padding, need_weights=need_weights).context
+            for i, seq in enumerate(seqs):
+                assert_close(both[i], module(queries[i], seq[0], need_weights=need_weights).context)
+        else:
+            both = module(batch, key_padding_mask=padding, need_weights=need_weights).context
+            for i, seq in enumerate(seqs):
+                t = seq.shape[1]
+                assert_close(both[i, :t], module(seq[0], need_weights=need_weights).context)
+
+
+@SETTINGS
+@given(module_cases())
+def test_unbatched_in_unbatched_out(case):
+    module = case.build()
+    x, source, padding = inputs(case)
+    batched, batched_weights = module(x, source, key_padding_mask=padding, need_weights=True)
+    for need_weights in (False, True):
+        context, weights = module(x[0], None if source is None else source[0],
+                                  key_padding_mask=None if padding is None else padding[0], need_weights=need_weights)
+        assert context.shape == (case.t_q, module.output_dim)
+        assert_close(context, batched[0])
+        if need_weights:
+            assert weights.shape == (case.num_heads, case.t_q, case.t_k)
+            assert_close(weights, batched_weights[0])
+        else:
+            assert weights is None
+
+
+@settings(max_examples=20, deadline=None)
+@given(module_cases(), st.sampled_from([0.1, 0.5, 0.9]))
+def test_dropout_only_in_training(case, p):
+    module = case.build(dropout=p)
+    plain = case.build(dropout=0.0)  # same seed: the same weights
+    x, source, padding = inputs(case)
+    module.eval()
+    for need_weights in (False, True):
+        first = module(x, source, key_padding_mask=padding, need_weights=need_weights)
+        second = module(x, source, key_padding_mask=padding, need_weights=need_weights)
+        reference = plain(x, source, key_padding_mask=padding, need_weights=need_weights)
+        assert torch.equal(first.context, second.context)
+        assert_close(first.context, reference.context)
+        if need_weights:
+            assert torch.equal(first.weights, reference.weights)
+
+
+def test_dropout_changes_outputs_in_training():
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 8)
+    for variant in VARIANTS:
+        kwargs = dict(d_in=8, d_out=8, num_heads=2 if variant.startswith("multihead") else 1, dropout=0.5)
+        module = build_attention(variant, **kwargs)
+        source = x if variant == "cross" else None
+        module.eval()
+        evaluated = module(x, source, need_weights=True)
+        module.train()
+        for need_weights in (False, True):
+            trained = module(x, source, need_weights=need_weights)
+            assert not torch.allclose(trained.context, evaluated.context), variant
+        # The math path drops weights and rescales the rest by 1 / (1 - p).
+        weights = module(x, source, need_weights=True).weights
+        kept = weights != 0
+        assert (~kept).any() and kept.any(), variant
+        assert torch.allclose(weights[kept], 2 * evaluated.weights[kept]), variant
