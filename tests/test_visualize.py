@@ -1,0 +1,183 @@
+"""scripts/visualize.py and attention_lab.review.maps on a tiny trained run (conftest's tiny_trained_run)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from attention_lab.review.cli import ReviewError, parse_key_values
+from attention_lab.review.maps import (
+    DPI,
+    compute_maps,
+    find_run,
+    grid_figsize,
+    grid_figure,
+    load_module,
+    prepare_words,
+    unique_stem,
+)
+from conftest import ROOT, run_script, script_env
+
+VISUALIZE = ROOT / "scripts" / "visualize.py"
+TEXT = "Your journey starts with one big step"  # 'big' is not in the notebooks' vocabulary
+
+
+@pytest.fixture(scope="module")
+def module_and_files(tiny_trained_run):
+    files = find_run(tiny_trained_run)
+    module, step = load_module(files)
+    return module, files, step
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+def test_key_value_arguments():
+    assert parse_key_values(["run=a/b", 'text="Hello there, world"'], ("run", "text")) == {
+        "run": "a/b", "text": "Hello there, world"}
+    assert parse_key_values(["text=a=b"], ("run", "text")) == {"text": "a=b"}
+    for bad in (["run"], ["foo=1"], ["run=a", "run=b"]):
+        with pytest.raises(ReviewError):
+            parse_key_values(bad, ("run", "text"))
+
+
+def test_help_and_errors_are_fast_without_torch(tmp_path):
+    """--help and a wrong run dir are answered before torch is imported."""
+    code = ("import sys, runpy; sys.argv = sys.argv[1:]\n"
+            "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+            "except SystemExit as e:\n    print('exit', e.code)\n"
+            "print('torch imported:', 'torch' in sys.modules)")
+    for args in (["--help"], [f"run={tmp_path / 'nowhere'}"]):
+        proc = subprocess.run([sys.executable, "-c", code, str(VISUALIZE), *args], capture_output=True, text=True,
+                              env=script_env(), cwd=ROOT, timeout=60)
+        assert "torch imported: False" in proc.stdout, proc.stdout + proc.stderr
+    assert "run=" in proc.stdout or "does not exist" in proc.stderr
+
+
+@pytest.mark.parametrize("case", ["no_checkpoint", "missing", "sweep", "no_run_key"])
+def test_bad_run_fails_with_one_clear_line(tmp_path, case):
+    run = tmp_path / "run"
+    if case == "no_checkpoint":
+        (run / ".hydra").mkdir(parents=True)
+        (run / ".hydra" / "config.yaml").write_text("seed: 0\n")
+    elif case == "sweep":
+        (run / "0" / ".hydra").mkdir(parents=True)
+        (run / "multirun.yaml").write_text("hydra: {}\n")
+    args = ["text=hello"] if case == "no_run_key" else [f"run={run}", "text=hello"]
+    proc = run_script(VISUALIZE, *args, timeout=60)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    expected = {"no_checkpoint": "has no checkpoint", "missing": "does not exist", "sweep": "is a sweep directory",
+                "no_run_key": "run=<run dir> is required"}[case]
+    assert expected in lines[0]
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+def test_visualize_script_writes_png_html_and_tensorboard(tiny_trained_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_trained_run, run)  # the shared run stays untouched
+    proc = run_script(VISUALIZE, f"run={run}", f"text={TEXT}", "--tensorboard", timeout=180, check=True)
+    assert "warning: words not in the vocabulary are mapped to <unk>: big" in proc.stderr
+
+    pngs, htmls = sorted((run / "visualize").glob("*.png")), sorted((run / "visualize").glob("*.html"))
+    assert len(pngs) == len(htmls) == 1 and pngs[0].stem == htmls[0].stem
+    assert pngs[0].name.startswith("your-journey-starts-with-one-big-step-")
+
+    # The grid: 2 layers x 4 heads of 7 words, at the size the layout asks for, with the layout in its metadata.
+    words = ["Your", "journey", "starts", "with", "one", "<unk>", "step"]
+    with Image.open(pngs[0]) as image:
+        layout = json.loads(image.text["Description"])
+        width, height = grid_figsize(2, 4, len(words), len(words), title_lines=len(layout["title"]))
+        assert image.size == (round(width * DPI), round(height * DPI))
+    assert layout["title"][0].startswith("input “Your journey starts with one <unk> step”")
+    assert (layout["layers"], layout["heads"]) == (2, 4)
+    assert layout["key_words"] == layout["query_words"] == words
+
+    page = htmls[0].read_text()
+    assert '"key_words": ["Your", "journey", "starts", "with", "one", "\\u003cunk\\u003e", "step"]' in page
+    for external in ("<link", " src=", "@import", "url(", "https://"):  # everything inline: opens offline
+        assert external not in page
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"images": 0})
+    events.Reload()
+    tags = set(events.Tags()["images"])
+    stem = pngs[0].stem
+    assert f"visualize/{stem}/grid" in tags
+    assert {f"visualize/{stem}/layer{layer}/head{head}" for layer in range(2) for head in range(4)} <= tags
+
+    # Outputs never overwrite: the next name for the same text differs.
+    assert unique_stem(run / "visualize", TEXT) != stem
+
+
+def test_grid_figure_shows_every_layer_and_head(module_and_files):
+    module, files, _ = module_and_files
+    maps = compute_maps(module, "Your journey starts with one step")
+    assert (maps.layers, maps.heads) == (2, 4)
+    fig = grid_figure(maps)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == [f"layer {i} · head {h}" for i in range(2) for h in range(4)]
+    for ax in panels:
+        assert [t.get_text() for t in ax.get_xticklabels()] == maps.words
+        assert [t.get_text() for t in ax.get_yticklabels()] == maps.words
+    # The maps are the model's own weights: rows are distributions.
+    _, weights = module.predict_words([maps.words])
+    np.testing.assert_allclose(maps.weights[1], weights[1][0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(maps.weights[0].sum(-1), 1.0, atol=1e-5)
+
+
+def test_unknown_and_too_many_words(caplog):
+    vocab = ["<pad>", "<unk>", "Your", "journey"]
+    with caplog.at_level(logging.WARNING, logger="attention_lab"):
+        words, unknown = prepare_words("your journey, friend", vocab, context_length=16)
+    assert words == ["<unk>", "journey", "<unk>"] and unknown == ["your", "friend"]
+    assert "your (did you mean Your?), friend" in caplog.text
+    words, _ = prepare_words("Your journey " * 10, vocab, context_length=5)
+    assert len(words) == 5 and "only the first 5" in caplog.text
+    with pytest.raises(ReviewError, match="contains no words"):
+        prepare_words(" ,.! ", vocab, context_length=5)
+
+
+def test_last_checkpoint_when_no_best(tiny_trained_run, tmp_path, caplog):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_trained_run, run, ignore=shutil.ignore_patterns("best.ckpt", "tensorboard"))
+    with caplog.at_level(logging.WARNING, logger="attention_lab"):
+        files = find_run(run)
+    assert files.checkpoint.name == "last.ckpt" and "no best.ckpt" in caplog.text
+    assert files.config.task.name == "reverse"
+    assert find_run(run / "checkpoints" / "last.ckpt").run_dir == run  # a .ckpt path works too
+
+
+def test_cross_model_rows_are_output_positions():
+    """Encoder-decoder models: the rows of a map are output positions, labelled with their prediction."""
+    from attention_lab.lit_module import AttentionLitModule
+    from attention_lab.review.html_view import render_html
+
+    vocab = ["<pad>", "<unk>", "Life", "dessert", "eat", "first", "is", "short"]
+    module = AttentionLitModule(vocab=vocab, attention="cross", d_model=16, num_heads=1, layers=2, context_length=8)
+    maps = compute_maps(module, "Life is short, eat dessert first")
+    assert maps.encoder_decoder and (maps.layers, maps.heads) == (2, 1)
+    assert maps.query_words == [f"out{i}→{p}" for i, p in enumerate(maps.predictions)]
+    assert maps.words == ["Life", "is", "short", "eat", "dessert", "first"]
+    fig = grid_figure(maps)
+    assert fig.axes[0].get_ylabel() == "output position"
+    assert '"query_axis": "output position"' in render_html(maps)
+
+
+def test_out_dir_option(module_and_files, tmp_path):
+    from attention_lab.review.maps import visualize
+
+    _, files, _ = module_and_files
+    result = visualize(files.run_dir, "Life is short", out=tmp_path / "maps")
+    assert result["png"].parent == tmp_path / "maps" and result["html"].is_file()
+    assert not (files.run_dir / "visualize").exists()
+
