@@ -1,0 +1,277 @@
+"""Every configuration a user can pick composes; the ones that cannot work fail before training with one
+line naming the setting; typos and wrong types fail at compose time. No training here: in-process
+composition (and, for accepted combinations, one forward pass of the model they build)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from attention_lab.config import TASKS, VARIANTS, ConfigError, Mask, validate
+from conftest import CONFIG_DIR, compose_config
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Tiny forward passes: one thread is fastest, and much faster on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def options(group: str) -> list[str]:
+    """The choices of a config group, as `python scripts/train.py --help` lists them (schemas excluded)."""
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+MODELS = options("model")
+TASK_NAMES = options("task")
+MASKS = [m.value for m in Mask]
+
+# Every (model, task, mask) combination validate() must reject, and why. Rules are tried in order (the
+# order of validate's checks); the first match gives the text the one-line error must contain. Any
+# combination no rule matches must be accepted. `None` matches anything.
+REJECTION_RULES: list[tuple[tuple[str | None, str | None, str | None], str, str]] = [
+    ((None, "next_word", "none"), "mask=none",
+     "next_word without a causal mask: each position would see the word it must predict"),
+    ((None, "next_word", "padding"), "mask=padding",
+     "next_word: masking <pad> keys still lets each position see the word it must predict"),
+    (("cross", "next_word", "causal"), "task=next_word",
+     "cross is encoder-decoder: language modelling has no source sequence to attend to"),
+    (("cross", None, "causal"), "mask=causal",
+     "cross: the decoder's queries attend to the whole encoded source; causal masking has no meaning there"),
+]
+
+
+def expected_rejection(model: str, task: str, mask: str) -> tuple[str, str] | None:
+    for pattern, setting, why in REJECTION_RULES:
+        if all(p is None or p == v for p, v in zip(pattern, (model, task, mask), strict=True)):
+            return setting, why
+    return None
+
+
+COMBINATIONS = list(itertools.product(MODELS, TASK_NAMES, MASKS))
+ACCEPTED = [c for c in COMBINATIONS if expected_rejection(*c) is None]
+REJECTED = [pytest.param(*c, *expected_rejection(*c), id=f"{'-'.join(c)}:{expected_rejection(*c)[0]}")
+            for c in COMBINATIONS if expected_rejection(*c) is not None]
+
+
+def combo_overrides(model: str, task: str, mask: str) -> list[str]:
+    return [f"model={model}", f"task={task}", f"mask={mask}"]
+
+
+def test_the_groups_offer_every_variant_and_task():
+    assert MODELS == sorted(VARIANTS)
+    assert TASK_NAMES == sorted(TASKS)
+    # 5 models x 4 tasks x 3 masks; 14 of them cannot work (10 next_word without causal mask, 4 cross).
+    assert (len(COMBINATIONS), len(REJECTED)) == (60, 14)
+
+
+@pytest.mark.parametrize(("model", "task", "mask"), ACCEPTED, ids=["-".join(c) for c in ACCEPTED])
+def test_accepted_combination_composes_validates_and_builds(model, task, mask):
+    from attention_lab.data.corpus import PAD_ID, Vocabulary, read_sentences
+    from attention_lab.train import build_module
+
+    cfg = compose_config(combo_overrides(model, task, mask))
+    validate(cfg)
+    assert (cfg.model.name, cfg.task.name, cfg.mask) == (model, task, Mask(mask))
+
+    # The config builds a model that runs: one weights-path forward pass on a padded batch.
+    vocab = Vocabulary.from_sentences(read_sentences(cfg.task.corpus)).itos
+    module = build_module(cfg, vocab)
+    tokens = torch.tensor([[2, 3, 4, 5], [6, 7, PAD_ID, PAD_ID]])
+    logits, weights = module(tokens, need_weights=True)
+    assert logits.shape == (2, 4, len(vocab))
+    heads = cfg.model.num_heads if model in ("multihead", "multihead_concat") else 1
+    assert len(weights) == cfg.layers
+    assert all(w.shape == (2, heads, 4, 4) for w in weights)
+    if mask == "causal":  # no query attends to a later key
+        assert all(torch.triu(w, diagonal=1).abs().max() == 0 for w in weights)
+    if mask == "padding":  # no query attends to <pad>
+        assert all(w[1, :, :, 2:].abs().max() == 0 for w in weights)
+
+
+@pytest.mark.parametrize(("model", "task", "mask", "setting", "why"), REJECTED)
+def test_rejected_combination_fails_with_one_line_naming_the_setting(model, task, mask, setting, why):
+    cfg = compose_config(combo_overrides(model, task, mask))  # composes: the types are fine ...
+    with pytest.raises(ConfigError) as err:  # ... the combination is not
+        validate(cfg)
+    message = str(err.value)
+    assert setting in message, f"expected the error to name {setting} ({why}); got: {message}"
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(("overrides", "setting"), [
+    (["model=multihead", "heads=5"], "heads=5"),              # 5 does not divide d_model=48
+    (["model=multihead_concat", "heads=7"], "heads=7"),
+    (["model=multihead", "d_model=50", "heads=4"], "heads=4"),
+    (["task.max_len=20"], "task.max_len=20"),                  # longer than the positional table (16)
+    (["task.min_len=9"], "task.min_len=9"),                    # > task.max_len=8
+    (["layers=0"], "layers=0"),
+    (["lr=0"], "lr=0"),
+    (["model.dropout=1.0"], "model.dropout=1.0"),
+    (["model=simple", "model.normalize=max"], "model.normalize=max"),
+], ids=lambda v: v if isinstance(v, str) else " ".join(v))
+def test_cross_field_rule_fails_before_training_naming_the_setting(overrides, setting):
+    cfg = compose_config(overrides)
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    assert setting in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["model=multihead", "heads=3"],         # the headline command
+    ["model=multihead", "heads=1"],
+    ["model=multihead_concat", "heads=16"],
+    ["model=multihead", "d_model=96", "heads=12"],
+    ["model=self", "heads=3"],              # single-head variants ignore `heads`
+    ["model=self", "mask=causal", "task=next_word"],
+    ["model=cross", "task=reverse"],
+    ["model=simple", "model.normalize=sum"],
+    ["block=attention_only"],
+    ["model=cross", "block=attention_only", "task=sort"],
+    ["task.corpus=/any/file.txt"],          # checked when the data is read, not here
+    ["device=cpu"], ["device=cuda"], ["device=mps"],  # availability is checked at run time
+], ids=" ".join)
+def test_accepted_knobs(overrides):
+    validate(compose_config(overrides))
+
+
+@pytest.mark.parametrize(("overrides", "named"), [
+    (["heads=two"], "heads"),
+    (["d_model=4.5"], "d_model"),
+    (["lr=fast"], "lr"),
+    (["mask=diagonal"], "mask"),
+    (["device=tpu"], "device"),
+    (["block.mlp=maybe"], "block.mlp"),
+    (["task.train_size=1.5"], "task.train_size"),
+    (["haeds=3"], "haeds"),                 # typo of a top-level knob
+    (["model.num_head=2"], "model.num_head"),
+    (["model=selff"], "model/selff"),       # typo of a group option
+    (["task=revrse"], "task/revrse"),
+    (["trainer=dpp"], "trainer/dpp"),
+], ids=lambda v: v if isinstance(v, str) else " ".join(v))
+def test_typos_and_wrong_types_fail_at_compose_time(overrides, named):
+    with pytest.raises(ConfigCompositionException) as err:
+        compose_config(overrides)
+    # The message (or, for a wrong type, its cause) names what was mistyped.
+    text = f"{err.value} {err.value.__cause__}"
+    assert named in text
+
+
+@pytest.mark.parametrize(("group", "option"), [
+    (group, option)
+    for group in ("model", "task", "block", "trainer", "logger", "callbacks", "experiment", "hparams_search", "debug")
+    for option in options(group)
+])
+def test_every_group_option_composes_and_validates(group, option):
+    # task=next_word alone keeps the default mask=padding, rejected above: it needs mask=causal.
+    extra = ["mask=causal"] if (group, option) == ("task", "next_word") else []
+    validate(compose_config([f"{group}={option}", *extra]))
+
+
+def test_trainer_presets():
+    ddp = compose_config(["trainer=ddp"]).trainer
+    assert (ddp.accelerator, ddp.strategy, ddp.devices) == ("gpu", "ddp", -1)
+    sim = compose_config(["trainer=ddp_sim"]).trainer
+    assert (sim.accelerator, sim.strategy, sim.devices) == ("cpu", "ddp_spawn", 2)
+    default = compose_config().trainer
+    assert default.accelerator is None  # taken from the `device` knob
+    assert (default.max_steps, default.max_epochs) == (1500, None)
+
+
+def test_presets_override_the_top_level_knobs():
+    """experiment/, hparams_search/ and debug/ come after train.yaml's own values in the defaults list."""
+    ablation = compose_config(["experiment=mask_ablation"], return_hydra_config=True)
+    assert (ablation.model.name, ablation.task.name, ablation.heads, ablation.max_steps) == ("self", "reverse", 1, 800)
+    assert ablation.hydra.sweeper.params.mask == "none,causal"
+    assert compose_config(["experiment=mask_ablation", "max_steps=5"]).max_steps == 5  # the command line wins
+    for arm in ("none", "causal"):  # both arms are valid configs: one learns, one cannot
+        validate(compose_config(["experiment=mask_ablation", f"mask={arm}"]))
+
+    optuna = compose_config(["hparams_search=optuna"], return_hydra_config=True)
+    assert optuna.max_steps == 300 and optuna.optimized_metric == "val/seq_acc"
+    assert optuna.hydra.sweeper._target_.endswith("OptunaSweeper")
+    assert optuna.hydra.sweeper.direction == "maximize"
+
+    assert compose_config(["debug=fast"]).trainer.fast_dev_run is True
+
+
+def test_run_and_sweep_dirs_are_unique_per_microsecond():
+    hydra_cfg = compose_config(return_hydra_config=True).hydra
+    raw = OmegaConf.to_container(hydra_cfg, resolve=False)
+    assert raw["run"]["dir"].startswith("outputs/runs/") and raw["run"]["dir"].endswith("%f}")
+    assert raw["sweep"]["dir"].startswith("outputs/multirun/") and raw["sweep"]["dir"].endswith("%f}")
+    assert hydra_cfg.job.chdir is False
+
+
+# --- hydra/launcher presets ------------------------------------------------------------------------------
+
+def launcher(*overrides: str):
+    return compose_config(list(overrides), return_hydra_config=True).hydra.launcher
+
+
+def test_our_launcher_presets_do_not_shadow_the_plugins_configs():
+    """A configs/hydra/launcher/joblib.yaml would replace the plugin's `joblib` (Hydra's deprecated
+    same-name schema matching); our presets have their own names and extend the plugins' configs."""
+    ours = set(options("hydra/launcher"))
+    assert {"parallel", "slurm"} <= ours
+    assert not ours & {"basic", "joblib", "submitit_local", "submitit_slurm"}
+    assert launcher("hydra/launcher=joblib").n_jobs == -1  # the plugin's own default: one job per core
+    assert launcher("hydra/launcher=submitit_slurm").gpus_per_node is None
+
+
+def test_parallel_launcher_preset():
+    import hydra
+    from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
+
+    cfg = launcher("hydra/launcher=parallel")
+    assert (cfg.n_jobs, cfg.prefer) == (2, "processes")
+    assert isinstance(hydra.utils.instantiate(cfg), JoblibLauncher)
+    assert launcher("hydra/launcher=parallel", "hydra.launcher.n_jobs=4").n_jobs == 4
+    with pytest.raises(ConfigCompositionException):  # typed by the plugin's schema
+        launcher("hydra/launcher=parallel", "hydra.launcher.n_jobs=two")
+
+
+@pytest.fixture
+def fake_srun(tmp_path, monkeypatch) -> None:
+    """submitit only builds a SLURM executor where `srun` is on PATH; nothing here runs it."""
+    srun = tmp_path / "bin" / "srun"
+    srun.parent.mkdir()
+    srun.write_text("#!/bin/sh\nexit 1\n")
+    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{srun.parent}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_slurm_launcher_preset_renders_an_sbatch_script(fake_srun, tmp_path: Path):
+    """No SLURM cluster here: check the sbatch script submitit would submit for the preset, built the
+    way hydra-submitit-launcher's SlurmLauncher.launch builds its executor."""
+    import hydra
+    import submitit
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+
+    cfg = launcher("hydra/launcher=slurm", "hydra.launcher.partition=gpu", f"hydra.sweep.dir={tmp_path}")
+    assert (cfg.timeout_min, cfg.gpus_per_node, cfg.tasks_per_node, cfg.nodes) == (60, 1, 1, 1)
+    assert isinstance(hydra.utils.instantiate(cfg), SlurmLauncher)
+    with pytest.raises(ConfigCompositionException):  # typo of an sbatch setting
+        launcher("hydra/launcher=slurm", "hydra.launcher.partiton=gpu")
+
+    params = OmegaConf.to_container(cfg, resolve=True)
+    params.pop("_target_")
+    executor = submitit.AutoExecutor(folder=params.pop("submitit_folder"), cluster="slurm",
+                                     slurm_max_num_timeout=params.pop("max_num_timeout"))
+    shared = set(OmegaConf.structured(BaseQueueConf).keys())
+    executor.update_parameters(**{k if k in shared else f"slurm_{k}": v for k, v in params.items()})
+    script = executor._executor._make_submission_file_text("python scripts/train.py", "uid")
+    for line in ("--time=60", "--gpus-per-node=1", "--partition=gpu", "--ntasks-per-node=1", "--nodes=1",
+                 "--cpus-per-task=4", "--mem=16GB", f"--output={tmp_path}/.submitit/"):
+        assert f"#SBATCH {line}" in script

@@ -1,0 +1,238 @@
+"""scripts/train.py end to end, as a user runs it: fast_dev_run of every model, a real training run that
+solves its task (shared with the TensorBoard tests), what a run dir and its event files hold, and the
+sweeps (basic -m, Optuna, joblib in parallel processes) and the 2-process DDP simulation on CPU."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import metadata as hparams_metadata
+
+from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, run_train
+
+MODELS = ["simple", "self", "cross", "multihead", "multihead_concat"]
+# A few real steps with validation (at steps 3 and 6) and attention maps: enough for every run-dir file.
+TINY = ["max_steps=6", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=3",
+        "log_attention_every_n_steps=3"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def job_dirs(sweep_dir: Path) -> list[Path]:
+    return sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+
+
+def overrides_of(run_dir: Path) -> list[str]:
+    return list(OmegaConf.load(run_dir / ".hydra" / "overrides.yaml"))
+
+
+def metrics_of(run_dir: Path) -> dict:
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def event_pids(run_dir: Path) -> set[int]:
+    """Event files are named events.out.tfevents.<time>.<host>.<pid>.<n>: the processes that wrote them."""
+    return {int(p.name.split(".")[-2]) for p in (run_dir / "tensorboard").glob("events.out.tfevents.*")}
+
+
+@pytest.fixture(scope="module")
+def debug_sweep(tmp_path_factory) -> Path:
+    """`-m model=<all five> debug=fast`: one fast_dev_run (one training and one validation batch) per model."""
+    sweep_dir = tmp_path_factory.mktemp("debug_sweep") / "sweep"
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in SINGLE_THREAD_ENV.items():
+            mp.setenv(key, value)
+        run_train(sweep_dir, f"model={','.join(MODELS)}", "debug=fast", multirun=True)
+    return sweep_dir
+
+
+@pytest.fixture(scope="module")
+def events(solved_run: Path) -> EventAccumulator:
+    accumulator = EventAccumulator(str(solved_run / "tensorboard"),
+                                   size_guidance={"scalars": 0, "images": 0, "tensors": 0})
+    return accumulator.Reload()
+
+
+@pytest.fixture(scope="module")
+def solved_cfg(solved_run: Path):
+    return OmegaConf.load(solved_run / ".hydra" / "config.yaml")
+
+
+# --- fast_dev_run of every model, and the basic multirun sweep that ran them --------------------------------
+
+@pytest.mark.parametrize("model", MODELS)
+def test_fast_dev_run(debug_sweep: Path, model: str):
+    (run_dir,) = [d for d in job_dirs(debug_sweep) if f"model={model}" in overrides_of(d)]
+    metrics = metrics_of(run_dir)
+    assert metrics["global_step"] == 1  # fast_dev_run: one training batch ...
+    assert 0.0 <= metrics["val/seq_acc"] <= 1.0 and metrics["val/loss"] > 0  # ... and a validation pass
+
+
+def test_multirun_sweep_gives_each_job_its_own_dir(debug_sweep: Path):
+    jobs = job_dirs(debug_sweep)
+    assert [d.name for d in jobs] == [str(i) for i in range(len(MODELS))]
+    assert (debug_sweep / "multirun.yaml").is_file()
+    for job in jobs:
+        assert {p.name for p in (job / ".hydra").iterdir()} >= {"config.yaml", "hydra.yaml", "overrides.yaml"}
+        assert OmegaConf.load(job / ".hydra" / "hydra.yaml").hydra.runtime.output_dir == str(job)
+    assert sorted(o for d in jobs for o in overrides_of(d) if o.startswith("model=")) == sorted(f"model={m}" for m in MODELS)
+
+
+# --- a real training run: the default experiment solves its task -------------------------------------------
+
+def test_default_experiment_reaches_099_val_sequence_accuracy(solved_run: Path, solved_cfg):
+    assert (solved_cfg.model.name, solved_cfg.model.num_heads, solved_cfg.layers, solved_cfg.task.name) == (
+        "multihead", 4, 2, "reverse")  # nothing but the step bound and the stop threshold overridden
+    metrics = metrics_of(solved_run)
+    assert metrics["val/seq_acc"] >= SOLVED_AT, metrics
+    assert metrics["val/token_acc"] >= SOLVED_AT
+    assert 0 < metrics["global_step"] <= SOLVED_RUN_MAX_STEPS
+
+
+def test_run_dir_layout(solved_run: Path):
+    assert {p.name for p in (solved_run / ".hydra").iterdir()} >= {"config.yaml", "hydra.yaml", "overrides.yaml"}
+    assert (solved_run / "checkpoints" / "last.ckpt").is_file()
+    assert (solved_run / "checkpoints" / "best.ckpt").is_file()
+    assert (solved_run / "metrics.json").is_file()
+    assert list((solved_run / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_best_checkpoint_holds_the_solved_model(solved_run: Path, solved_cfg):
+    """Rebuilt from the checkpoint alone (hyperparameters and vocabulary inside), it scores on the
+    validation set what the run reported."""
+    import torch
+
+    from attention_lab.lit_module import AttentionLitModule
+    from attention_lab.train import build_datamodule
+
+    module = AttentionLitModule.load_from_checkpoint(solved_run / "checkpoints" / "best.ckpt", map_location="cpu")
+    datamodule = build_datamodule(solved_cfg)
+    datamodule.setup("validate")
+    assert module.vocab == datamodule.vocab.itos
+    inputs, targets = datamodule.val_set.tensors
+    module.eval()
+    with torch.no_grad():
+        logits, _ = module(inputs)
+    real = targets != 0
+    seq_acc = ((logits.argmax(-1) == targets) | ~real).all(dim=1).float().mean().item()
+    assert seq_acc >= SOLVED_AT
+
+
+# --- what TensorBoard reads: the event files of that run --------------------------------------------------
+
+def test_events_hold_an_attention_map_for_every_layer_and_head(events, solved_cfg, solved_run: Path):
+    final_step = metrics_of(solved_run)["global_step"]
+    expected = {f"attention/layer{layer}/head{head}" for layer in range(solved_cfg.layers)
+                for head in range(solved_cfg.model.num_heads)}
+    assert set(events.Tags()["images"]) == expected
+    for tag in expected:
+        images = events.Images(tag)
+        steps = [image.step for image in images]
+        # every log_attention_every_n_steps, and at the end of training
+        assert solved_cfg.log_attention_every_n_steps in steps and steps[-1] == final_step, (tag, steps)
+        assert images[-1].encoded_image_string.startswith(PNG)
+        assert images[-1].width > 200 and images[-1].height > 200
+
+
+def test_events_hold_the_scalars(events, solved_cfg, solved_run: Path):
+    scalars = set(events.Tags()["scalars"])
+    for stage in ("train", "val"):
+        assert {f"{stage}/loss", f"{stage}/token_acc", f"{stage}/seq_acc"} <= scalars
+    assert "lr-AdamW" in scalars
+    assert events.Scalars("lr-AdamW")[-1].value == pytest.approx(solved_cfg.lr)
+    assert {f"attention_entropy/layer{layer}/head{head}" for layer in range(solved_cfg.layers)
+            for head in range(solved_cfg.model.num_heads)} <= scalars
+    final = events.Scalars("val/seq_acc")[-1]
+    metrics = metrics_of(solved_run)
+    assert (final.step, final.value) == (metrics["global_step"], pytest.approx(metrics["val/seq_acc"]))
+    assert len(events.Scalars("train/loss")) > 1
+
+
+def test_events_hold_hparams_with_the_final_metrics(events, solved_run: Path):
+    content = events.PluginTagToContent(hparams_metadata.PLUGIN_NAME)
+    assert {hparams_metadata.EXPERIMENT_TAG, hparams_metadata.SESSION_START_INFO_TAG} <= set(content)
+    start = hparams_metadata.parse_session_start_info_plugin_data(content[hparams_metadata.SESSION_START_INFO_TAG])
+    hparams = {key: value.string_value or value.number_value for key, value in start.hparams.items()}
+    assert {"model": "multihead", "heads": 4, "layers": 2, "mask": "padding", "task": "reverse"}.items() <= hparams.items()
+    experiment = hparams_metadata.parse_experiment_plugin_data(content[hparams_metadata.EXPERIMENT_TAG])
+    metric_tags = {info.name.tag for info in experiment.metric_infos}
+    assert {"hp/val_seq_acc", "hp/val_token_acc", "hp/val_loss"} <= metric_tags
+    metrics = metrics_of(solved_run)
+    assert events.Scalars("hp/val_seq_acc")[-1].value == pytest.approx(metrics["val/seq_acc"])
+    assert "hp_metric" not in events.Tags()["scalars"]  # no -1 placeholder
+
+
+def test_events_hold_predictions_beside_targets(events):
+    assert "predictions/text_summary" in events.Tags()["tensors"]
+    table = events.Tensors("predictions/text_summary")[-1].tensor_proto.string_val[0].decode()
+    assert table.startswith("| input | target | prediction | ok |")
+    assert len(table.splitlines()) >= 3
+
+
+# --- distributed and sweeps ---------------------------------------------------------------------------------
+
+def test_ddp_sim_trains_in_two_gloo_processes(tmp_path: Path, single_thread):
+    run_dir = tmp_path / "ddp"
+    proc = run_train(run_dir, "trainer=ddp_sim", *TINY)
+    log = proc.stdout + proc.stderr
+    assert "distributed_backend=gloo" in log and "Starting with 2 processes" in log
+    assert "val/seq_acc" in metrics_of(run_dir)
+    # The workers trained: their checkpoints hold all 6 steps. (metrics.json's global_step reads the main
+    # process's trainer, which ddp_spawn does not update.)
+    import torch
+
+    for name in ("last", "best"):
+        checkpoint = torch.load(run_dir / "checkpoints" / f"{name}.ckpt", map_location="cpu", weights_only=False)
+        assert checkpoint["global_step"] == 6
+
+
+def test_optuna_sweep_two_trials(tmp_path: Path, single_thread):
+    sweep_dir = tmp_path / "optuna"
+    run_train(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", "debug=fast", multirun=True)
+    jobs = job_dirs(sweep_dir)
+    assert len(jobs) == 2 and all((job / "metrics.json").is_file() for job in jobs)
+    results = OmegaConf.load(sweep_dir / "optimization_results.yaml")
+    assert results.name == "optuna"
+    assert set(results.best_params) == {"lr", "heads", "layers"}
+    # The sweeper maximised what train.py returned: the jobs' optimized_metric.
+    assert results.best_value == pytest.approx(max(metrics_of(job)["val/seq_acc"] for job in jobs))
+
+
+def test_joblib_sweep_runs_jobs_in_parallel_processes(tmp_path: Path, single_thread):
+    sweep_dir = tmp_path / "joblib"
+    proc = run_train(sweep_dir, "hydra/launcher=parallel", "model=self,multihead", *TINY, multirun=True)
+    assert "Joblib.Parallel(n_jobs=2" in proc.stdout + proc.stderr
+    jobs = job_dirs(sweep_dir)
+    assert len(jobs) == 2 and all((job / "metrics.json").is_file() for job in jobs)
+    pids = [event_pids(job) for job in jobs]
+    assert pids[0] and pids[1] and not pids[0] & pids[1], pids  # two worker processes
+    # Side by side: each job started (its .hydra/config.yaml) before the other finished (its metrics.json).
+    started = [(job / ".hydra" / "config.yaml").stat().st_mtime for job in jobs]
+    finished = [(job / "metrics.json").stat().st_mtime for job in jobs]
+    assert started[0] < finished[1] and started[1] < finished[0]
+
+
+# --- the issue's headline numbers ---------------------------------------------------------------------------
+
+def test_headline_command_solves_its_task(tmp_path: Path, single_thread):
+    """`python scripts/train.py model=multihead heads=3` reaches >= 0.99 val/seq_acc on its default task."""
+    run_dir = tmp_path / "heads3"
+    run_train(run_dir, "model=multihead", "heads=3", f"max_steps={SOLVED_RUN_MAX_STEPS}",
+              f"callbacks.early_stopping.stopping_threshold={SOLVED_AT - 1e-4}", timeout=900)
+    assert metrics_of(run_dir)["val/seq_acc"] >= SOLVED_AT
+
+
+@pytest.mark.slow  # 2 x 800 steps
+def test_mask_ablation_shows_that_causal_masking_cannot_reverse(tmp_path: Path, single_thread):
+    sweep_dir = tmp_path / "ablation"
+    run_train(sweep_dir, "experiment=mask_ablation", multirun=True, timeout=1800)
+    by_mask = {}
+    for job in job_dirs(sweep_dir):
+        (mask,) = [o.split("=", 1)[1] for o in overrides_of(job) if re.fullmatch(r"mask=\w+", o)]
+        by_mask[mask] = metrics_of(job)["val/seq_acc"]
+    assert set(by_mask) == {"none", "causal"}
+    assert by_mask["none"] >= 0.9 and by_mask["causal"] <= 0.05, by_mask
