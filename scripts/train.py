@@ -3,31 +3,27 @@
 
     python scripts/train.py                              # default experiment
     python scripts/train.py model=multihead heads=3      # any override
-    python scripts/train.py -m model=self,multihead heads=1,2,4   # sweep
+    python scripts/train.py -m model=self,multihead heads=1,2,4   # sweep (summary: <sweep dir>/sweep_summary.json)
+    python scripts/train.py resume=outputs/runs/<day>/<time>      # continue an interrupted run
     python scripts/train.py --help                       # every config group and knob
 
+A bad setting is rejected before training with one `error: ...` line (HYDRA_FULL_ERROR=1 for a traceback).
 Heavy libraries (torch, lightning) are imported inside main(), so --help and config errors are fast.
 """
-
-import sys
 
 import hydra
 from omegaconf import DictConfig
 
-from attention_lab.config import ConfigError, register_configs
+from attention_lab.config import register_configs
+from attention_lab.resilience import cli, run_task
 
 register_configs()
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="train")
-def main(cfg: DictConfig) -> float:
-    from attention_lab.train import train
-
-    try:
-        return train(cfg)
-    except ConfigError as err:
-        sys.exit(f"error: {err}")
+def main(cfg: DictConfig) -> float | None:
+    return run_task(cfg)
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

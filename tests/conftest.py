@@ -56,3 +56,44 @@ def run_train(run_dir: Path, *overrides: str, multirun: bool = False, timeout: f
 def _clear_hydra():
     yield
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture(scope="session")
+def tiny_trained_run(tmp_path_factory) -> Path:
+    """One small trained run dir (default multihead model: 2 layers x 4 heads, task reverse; a few
+    seconds), shared by every test that needs a checkpoint. Treat it as read-only."""
+    run_dir = tmp_path_factory.mktemp("tiny_trained_run") / "run"
+    run_train(run_dir, "max_steps=60", "task.train_size=256", "task.val_size=64", "~callbacks.attention_maps")
+    return run_dir
+
+
+# The default experiment (`python scripts/train.py`) must reach >= 0.99 validation sequence accuracy well
+# before this bound (measured: first at step 150 on CPU, seed 0; perfect 1.0 at a few hundred steps).
+SOLVED_RUN_MAX_STEPS = 600
+# Stop as soon as val/seq_acc >= 0.99 (EarlyStopping's threshold is a strict ">"; accuracies are multiples
+# of 1/val_size), so the final metrics.json of the run is the solved model, measured once more.
+SOLVED_AT = 0.99
+# Training subprocesses of the tests use one intra-op thread: the models are tiny, and on a busy machine
+# (tests running side by side) torch's default of one thread per core slows every step many times over.
+SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@pytest.fixture
+def single_thread(monkeypatch):
+    """Subprocesses started by this test (run_train, run_script) use one intra-op thread."""
+    for key, value in SINGLE_THREAD_ENV.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture(scope="session")
+def solved_run(tmp_path_factory) -> Path:
+    """The default experiment (multihead, 2 layers x 4 heads, task reverse, attention maps on) trained
+    until validation reaches SOLVED_AT, shared by the end-to-end, event-file and TensorBoard-server tests.
+    Treat it as read-only."""
+    run_dir = tmp_path_factory.mktemp("solved_run") / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in SINGLE_THREAD_ENV.items():
+            mp.setenv(key, value)
+        run_train(run_dir, f"max_steps={SOLVED_RUN_MAX_STEPS}",
+                  f"callbacks.early_stopping.stopping_threshold={SOLVED_AT - 1e-4}", timeout=600)
+    return run_dir

@@ -8,9 +8,11 @@ This module must stay light (no torch import): ``train.py --help`` and config er
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -18,6 +20,8 @@ from omegaconf import MISSING
 VARIANTS = ("simple", "self", "cross", "multihead", "multihead_concat")
 MULTI_HEAD_VARIANTS = ("multihead", "multihead_concat")
 TASKS = ("copy", "reverse", "sort", "next_word")
+VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what train.py's final validation measures
+_ENTROPY_METRIC = re.compile(r"attention_entropy/layer\d+/head\d+")
 
 
 class ConfigError(ValueError):
@@ -61,7 +65,7 @@ class BlockConfig:
 @dataclass
 class TaskConfig:
     name: str = MISSING  # one of TASKS
-    corpus: Optional[str] = None  # path to a UTF-8 text file, one sentence per line; None = the notebooks'
+    corpus: str | None = None  # path to a UTF-8 text file, one sentence per line; None = the notebooks'
     min_len: int = 3
     max_len: int = 8
     train_size: int = 4000
@@ -88,12 +92,15 @@ class TrainConfig:
     weight_decay: float = 0.0
     batch_size: int = 64
     max_steps: int = 1500
-    max_epochs: Optional[int] = None
+    max_epochs: int | None = None
     optimized_metric: str = "val/seq_acc"
     probe: str = "Life is short, eat dessert first"
     log_attention_every_n_steps: int = 100
     num_predictions_logged: int = 4
     tags: list = field(default_factory=list)
+    # Run dir of an interrupted run to continue (scripts/train.py rewrites `resume=<dir>` into that run's
+    # overrides + hydra.run.dir=<dir>); None = a new run.
+    resume: str | None = None
 
 
 def register_configs() -> None:
@@ -107,7 +114,9 @@ def register_configs() -> None:
 def validate(cfg: Any) -> None:
     """Cross-field checks the types cannot express. Raises ConfigError (one line)."""
 
-    def positive(key: str, value: Any) -> None:
+    def positive(key: str, value: Any, optional: bool = False) -> None:
+        if value is None and not optional:
+            raise ConfigError(f"{key}=null is invalid: it must be a positive integer")
         if value is not None and value <= 0:
             raise ConfigError(f"{key}={value} is invalid: it must be a positive integer")
 
@@ -116,13 +125,20 @@ def validate(cfg: Any) -> None:
         raise ConfigError(f"model={model.name} is unknown: choose one of {', '.join(VARIANTS)}")
     if task.name not in TASKS:
         raise ConfigError(f"task={task.name} is unknown: choose one of {', '.join(TASKS)}")
-    for key, value in (("heads", cfg.heads), ("d_model", cfg.d_model), ("layers", cfg.layers),
-                       ("batch_size", cfg.batch_size), ("max_steps", cfg.max_steps),
-                       ("max_epochs", cfg.max_epochs), ("task.min_len", task.min_len),
-                       ("task.max_len", task.max_len), ("task.train_size", task.train_size),
-                       ("task.val_size", task.val_size), ("model.context_length", model.context_length),
-                       ("log_attention_every_n_steps", cfg.log_attention_every_n_steps)):
+    for key in ("heads", "d_model", "layers", "batch_size", "max_steps", "log_attention_every_n_steps"):
+        positive(key, cfg.get(key))
+    for key, value in (("model.num_heads", model.get("num_heads")), ("model.d_model", model.get("d_model")),
+                       ("model.layers", model.get("layers")), ("model.context_length", model.context_length),
+                       ("task.min_len", task.min_len), ("task.max_len", task.max_len),
+                       ("task.train_size", task.train_size), ("task.val_size", task.val_size),
+                       ("block.mlp_ratio", cfg.block.mlp_ratio)):
         positive(key, value)
+    positive("max_epochs", cfg.get("max_epochs"), optional=True)
+    if (cfg.get("num_predictions_logged") or 0) < 0:
+        raise ConfigError(f"num_predictions_logged={cfg.num_predictions_logged} is invalid: it must be >= 0")
+    seed = cfg.get("seed")
+    if seed is None or not 0 <= seed < 2**32:
+        raise ConfigError(f"seed={seed} is invalid: it must be an integer in [0, 2**32)")
     if task.min_len > task.max_len:
         raise ConfigError(f"task.min_len={task.min_len} is invalid: it must be <= task.max_len={task.max_len}")
     if task.max_len > model.context_length:
@@ -132,11 +148,21 @@ def validate(cfg: Any) -> None:
         )
     if not 0.0 <= model.dropout < 1.0:
         raise ConfigError(f"model.dropout={model.dropout} is invalid: it must be in [0, 1)")
-    if cfg.lr <= 0:
-        raise ConfigError(f"lr={cfg.lr} is invalid: the learning rate must be > 0")
-    if model.name in MULTI_HEAD_VARIANTS and cfg.d_model % model.num_heads:
+    lr = cfg.get("lr")
+    if lr is None or not 0 < lr < math.inf:
+        raise ConfigError(f"lr={lr} is invalid: the learning rate must be a finite number > 0")
+    weight_decay = cfg.get("weight_decay")
+    if weight_decay is None or not 0 <= weight_decay < math.inf:
+        raise ConfigError(f"weight_decay={weight_decay} is invalid: it must be a finite number >= 0")
+    metric = cfg.get("optimized_metric")
+    if metric not in VAL_METRICS and not _ENTROPY_METRIC.fullmatch(str(metric)):
         raise ConfigError(
-            f"heads={model.num_heads} does not divide d_model={cfg.d_model} for model={model.name}: "
+            f"optimized_metric={metric} is invalid: choose one of {', '.join(VAL_METRICS)} "
+            "or attention_entropy/layer<l>/head<h>"
+        )
+    if model.name in MULTI_HEAD_VARIANTS and model.d_model % model.num_heads:
+        raise ConfigError(
+            f"heads={model.num_heads} does not divide d_model={model.d_model} for model={model.name}: "
             "choose heads among the divisors of d_model, or change d_model"
         )
     if model.name == "simple" and model.normalize not in ("softmax", "sum"):

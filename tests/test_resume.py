@@ -1,0 +1,125 @@
+"""Interrupted runs resume: a real training subprocess gets SIGTERM mid-run, saves a checkpoint and exits
+cleanly; `scripts/train.py resume=<run dir>` continues it in the same dir and TensorBoard run, and its final
+metrics equal those of an uninterrupted run of the same config."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from conftest import QUIET, ROOT, TRAIN, run_train, script_env
+
+# Mid-epoch on purpose: 256 samples / 64 = 4 batches per epoch; checkpoints every 10 steps; dropout on, so
+# that the random state must be restored too.
+CONFIG = ["max_steps=40", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10",
+          "model.dropout=0.1", "~callbacks.attention_maps"]
+
+
+def start_train(run_dir: Path, *overrides: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(TRAIN), *overrides, *QUIET, f"hydra.run.dir={run_dir}"], cwd=ROOT,
+                            env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, f"training ended before {path} appeared:\n{proc.communicate()[1][-3000:]}"
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.02)
+
+
+def tensorboard_steps(run_dir: Path, tag: str = "train/loss") -> list[list[int]]:
+    """Steps of `tag` in each event file of the run's TensorBoard dir, in file order."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    files = sorted((run_dir / "tensorboard").glob("events.out.tfevents.*"), key=lambda p: p.name.split(".")[3:])
+    steps = []
+    for path in files:
+        found = [event.step for event in EventFileLoader(str(path)).Load()
+                 for value in event.summary.value if value.tag == tag]
+        if found:
+            steps.append(found)
+    return steps
+
+
+def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
+    reference_dir, run_dir = tmp_path / "uninterrupted", tmp_path / "interrupted"
+    reference = start_train(reference_dir, *CONFIG)  # runs alongside: the two never share anything
+    proc = start_train(run_dir, *CONFIG)
+    try:
+        wait_for(run_dir / "checkpoints" / "last.ckpt", proc)  # first validation at step 10: training runs
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stdout[-3000:] + stderr[-3000:]
+    assert "Traceback" not in stderr
+    message = [line for line in stderr.splitlines() if line.startswith("interrupted: ")]
+    assert message and f"resume={run_dir}" in message[0], stderr[-3000:]
+
+    info = json.loads((run_dir / "run_info.json").read_text())
+    assert info["status"] == "interrupted" and "SIGTERM" in info["error"]
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    stopped_at = checkpoint["global_step"]
+    assert 10 <= stopped_at < 40 and not (run_dir / "metrics.json").exists()
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+
+    resumed = run_train(run_dir, f"resume={run_dir}", timeout=300)
+    assert "resuming" in resumed.stdout
+    reference.communicate(timeout=300)
+    assert reference.returncode == 0
+
+    # Same run dir, same TensorBoard run, the step count continuing; the same final metrics, byte for byte.
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["global_step"] == 40
+    assert (run_dir / "metrics.json").read_text() == (reference_dir / "metrics.json").read_text()
+    before, *after = tensorboard_steps(run_dir)
+    assert after, "the resumed run logged into the same TensorBoard dir"
+    assert max(before) <= stopped_at < min(after[0]) and max(after[-1]) == 39
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+    info = json.loads((run_dir / "run_info.json").read_text())
+    assert info["status"] == "ok" and info["attempts"] == 2 and info["wall_time_s"] >= info["previous_wall_time_s"]
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = start_train(run_dir, "max_steps=1000", *CONFIG[1:])
+    try:
+        wait_for(run_dir / "checkpoints" / "last.ckpt", proc)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.startswith("interrupted: ")]
+    assert len(lines) == 1 and "SIGINT at step" in lines[0] and f"resume={run_dir}" in lines[0]
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert f"SIGINT at step {checkpoint['global_step']}:" in lines[0]
+    assert json.loads((run_dir / "run_info.json").read_text())["status"] == "interrupted"
+
+
+def test_finished_run_is_not_resumed_by_accident(tmp_path):
+    from attention_lab.config import ConfigError
+    from attention_lab.resilience import rewrite_resume_args
+
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "overrides.yaml").write_text("- heads=2\n- lr=0.01\n")
+    (run_dir / "metrics.json").write_text("{}")
+    try:
+        rewrite_resume_args([f"resume={run_dir}"])
+    except ConfigError as err:
+        assert "already finished" in str(err) and "max_steps" in str(err)
+    else:
+        raise AssertionError("a finished run was resumed")
+    # Training it further is explicit: the saved overrides, then the new ones, then the run dir.
+    assert rewrite_resume_args([f"resume={run_dir}", "max_steps=3000"]) == [
+        "heads=2", "lr=0.01", "max_steps=3000", f"resume={run_dir.resolve()}", f"hydra.run.dir={run_dir.resolve()}"]
