@@ -88,6 +88,7 @@ class TrainConfig:
     mask: Mask = Mask.padding
     device: Device = Device.auto
     seed: int = 0
+    threads: int | None = 1  # torch CPU threads; None = torch's default (one per core)
     lr: float = 3e-3
     weight_decay: float = 0.0
     batch_size: int = 64
@@ -134,6 +135,7 @@ def validate(cfg: Any) -> None:
                        ("block.mlp_ratio", cfg.block.mlp_ratio)):
         positive(key, value)
     positive("max_epochs", cfg.get("max_epochs"), optional=True)
+    positive("threads", cfg.get("threads"), optional=True)
     if (cfg.get("num_predictions_logged") or 0) < 0:
         raise ConfigError(f"num_predictions_logged={cfg.num_predictions_logged} is invalid: it must be >= 0")
     seed = cfg.get("seed")

@@ -9,7 +9,7 @@ from torch import Tensor
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from attention_lab.data.corpus import PAD_ID
+from attention_lab.data.corpus import PAD_ID, UNK_ID
 from attention_lab.model import SequenceModel
 
 
@@ -101,10 +101,10 @@ class AttentionLitModule(L.LightningModule):
         stoi = {w: i for i, w in enumerate(self.vocab)}
         tokens = torch.full((len(words_batch), length), PAD_ID, dtype=torch.long, device=self.device)
         for row, words in enumerate(words_batch):
-            tokens[row, : len(words)] = torch.tensor([stoi.get(w, 1) for w in words], device=self.device)
+            tokens[row, : len(words)] = torch.tensor([stoi.get(w, UNK_ID) for w in words], device=self.device)
         logits, weights = self(tokens, need_weights=True)
         self.train(was_training)
-        preds = [[self.vocab[i] for i in row[: len(words)]] for row, words in zip(logits.argmax(-1).tolist(), words_batch)]
+        preds = [[self.vocab[i] for i in row[: len(words)]] for row, words in zip(logits.argmax(-1).tolist(), words_batch, strict=True)]
         return preds, weights
 
     def configure_optimizers(self):

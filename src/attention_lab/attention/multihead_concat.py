@@ -30,5 +30,5 @@ class MultiHeadAttentionWrapper(AttentionModule):
     def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         # Each head gives (B, 1, T, d); stacking them on dim 1 runs all heads in one attend call.
         per_head = [head.project(x, source) for head in self.heads]
-        queries, keys, values = (torch.cat(parts, dim=1) for parts in zip(*per_head))
+        queries, keys, values = (torch.cat(parts, dim=1) for parts in zip(*per_head, strict=True))
         return queries, keys, values

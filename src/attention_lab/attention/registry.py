@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from attention_lab.attention.base import AttentionModule, check_dropout, check_positive_int
 
