@@ -94,6 +94,6 @@ def solved_run(tmp_path_factory) -> Path:
     with pytest.MonkeyPatch.context() as mp:
         for key, value in SINGLE_THREAD_ENV.items():
             mp.setenv(key, value)
-        run_train(run_dir, f"max_steps={SOLVED_RUN_MAX_STEPS}",
+        run_train(run_dir, f"max_steps={SOLVED_RUN_MAX_STEPS}", "log_attention_every_n_steps=50",
                   f"callbacks.early_stopping.stopping_threshold={SOLVED_AT - 1e-4}", timeout=600)
     return run_dir

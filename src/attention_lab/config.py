@@ -96,7 +96,7 @@ class TrainConfig:
     max_epochs: int | None = None
     optimized_metric: str = "val/seq_acc"
     probe: str = "Life is short, eat dessert first"
-    log_attention_every_n_steps: int = 100
+    log_attention_every_n_steps: int = 200
     num_predictions_logged: int = 4
     tags: list = field(default_factory=list)
     # Run dir of an interrupted run to continue (scripts/train.py rewrites `resume=<dir>` into that run's

@@ -71,16 +71,21 @@ def attend(
         )
         return AttentionOutput(context, None)
 
+    rows_may_be_empty = mask is not None  # a causal mask alone always shows key 0
     if causal:
         mask = causal_mask(t_q, t_k, q.device)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, T_k)
+    # In place on the fresh (..., T_q, T_k) scores, the same numbers with two fewer T x T copies:
+    # the matmul's backward needs q and k, not its output, and masked_fill's needs only the mask.
+    scores = (q @ k.transpose(-2, -1)).mul_(scale)
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores.masked_fill_(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
-    if mask is not None:
+    if rows_may_be_empty:
         # softmax over an all -inf row is NaN: such a query attends to nothing.
-        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+        empty = ~mask.any(dim=-1, keepdim=True)
+        if empty.any():
+            weights = weights.masked_fill(empty, 0.0)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
     return AttentionOutput(weights @ v, weights)
