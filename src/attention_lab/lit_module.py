@@ -72,12 +72,10 @@ class AttentionLitModule(L.LightningModule):
         they cost a sixth of a step of the default model (each ``self.log`` moves its whole result
         object to the device); the progress bar shows the last written values meanwhile."""
         trainer = self._trainer
-        if trainer is None:
+        if trainer is None or trainer.fast_dev_run:
             return True
-        try:
-            return bool(trainer._logger_connector.should_update_logs or trainer.fast_dev_run)
-        except (AttributeError, NotImplementedError):  # another Lightning version: every step, as before
-            return True
+        # Lightning's own rule: the steps before which `log_every_n_steps` optimizer steps have been taken.
+        return (trainer.global_step + 1) % trainer.log_every_n_steps == 0
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         return self.shared_step(batch, "train")[0]

@@ -83,9 +83,7 @@ def attend(
     weights = torch.softmax(scores, dim=-1)
     if rows_may_be_empty:
         # softmax over an all -inf row is NaN: such a query attends to nothing.
-        empty = ~mask.any(dim=-1, keepdim=True)
-        if empty.any():
-            weights = weights.masked_fill(empty, 0.0)
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
     return AttentionOutput(weights @ v, weights)
