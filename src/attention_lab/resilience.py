@@ -516,7 +516,8 @@ def run_task(cfg: DictConfig) -> float | None:
     info.begin(job=job, overrides=overrides, output_dir=run_dir, resume=bool(cfg.get("resume")))
     try:
         with graceful_signals():
-            preflight(cfg)
+            if multirun:  # a single run was checked by RunGuard before its dir existed; sweep jobs are not
+                preflight(cfg)
             from attention_lab.train import train  # the heavy imports come after the checks
 
             value = train(cfg)
