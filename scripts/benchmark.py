@@ -1,17 +1,19 @@
 #!/usr/bin/env python
-"""Benchmarks of GitHub issue 4, against PyTorch's own implementations.
+"""Benchmarks of attention-lab against PyTorch's own implementations.
 
     python scripts/benchmark.py                    # full shapes (several minutes on 2 CPU cores)
     python scripts/benchmark.py --quick            # small shapes and short runs: seconds, checks that it all runs
     python scripts/benchmark.py --sections A       # only the attention kernels
     python scripts/benchmark.py --device cuda      # kernels and training on the GPU
 
-A  attention kernels: ch. 3's efficient-MHA setup (batch 8, 1024 tokens, d=768, 12 heads, causal, float32)
+A  attention kernels: ch. 3's efficient-MHA setup (batch 8, 1024 tokens, d=768, 12 heads, causal, float32),
+   plus grouped-query attention, RoPE and ALiBi against hand-written SDPA twins
 B  training throughput: scripts/train.py (Lightning) vs a plain PyTorch loop on the same model
 C  attention-map logging overhead: the same training with the TensorBoard heatmaps on and off
 D  start-up and time to result: --help, config errors, first training step, solving the default task
 
 Prints rich tables and writes every number (and every sample) to outputs/benchmarks/<timestamp>.json.
+The method and the latest results: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from benchmarks.report import SECTIONS, markdown, section_table, targets_table, unique_json_path
+
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("A", "B", "C", "D")
+
+__all__ = ["main", "parse_args", "unique_json_path"]
 
 
 def parse_sections(text: str) -> str:
@@ -65,96 +70,66 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sections", type=parse_sections, default="A,B,C,D", help="e.g. A,B (default: A,B,C,D)")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "outputs" / "benchmarks",
                         help="where the JSON results go (default: outputs/benchmarks)")
-    parser.add_argument("--markdown", action="store_true", help="also print the tables as Markdown (for the README)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print the tables as Markdown (for docs/benchmarks.md)")
     return parser.parse_args(argv)
 
 
-def unique_json_path(out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
-    path, n = out_dir / f"{stamp}.json", 1
-    while path.exists():
-        path, n = out_dir / f"{stamp}-{n}.json", n + 1
-    return path
+def measure(args: argparse.Namespace, shape, plan, report) -> tuple[list, list[str], dict, dict]:
+    """Runs the chosen sections: (rows, errors, training runs, each section's target inputs)."""
+    from benchmarks.compose import compose_train_config
+    from benchmarks.kernels import run_kernels
+    from benchmarks.logging_overhead import logging_rows
+    from benchmarks.startup import run_startup, startup_rows
+    from benchmarks.throughput import throughput_rows
+    from benchmarks.training import run_training
 
+    rows, errors = [], []
+    runs: dict[str, list[dict]] = {}
+    targets_in: dict[str, dict | None] = dict.fromkeys(SECTIONS)
+    kernel_repeats = args.repeats or (3 if args.quick else 5)
+    startup_repeats = args.repeats or (1 if args.quick else 5)
 
-def fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    if unit == "%":
-        return f"{value:+.1f} %"
-    if unit == "x":
-        return f"{value:.2f}x"
-    if unit == "MiB":
-        return f"{value:,.0f} MiB"
-    if unit == "ms":
-        return f"{value:,.1f} ms" if value >= 10 else f"{value:.2f} ms"
-    if unit == "s":
-        return f"{value:.2f} s"
-    return f"{value:.1f} {unit}"
+    def attempt(section: str, fn) -> None:
+        try:
+            section_rows, targets_in[section] = fn()
+            rows.extend(section_rows)
+        except Exception as err:  # noqa: BLE001 - report it, go on with the other sections
+            errors.append(f"{section}: {type(err).__name__}: {err}")
 
-
-def ok_mark(ok: bool | None) -> str:
-    return "" if ok is None else ("[green]pass[/]" if ok else "[red]MISS[/]")
-
-
-def section_table(title: str, rows) -> object:
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left", show_lines=False)
-    table.add_column("benchmark")
-    table.add_column("value", justify="right")
-    table.add_column("ratio", justify="right")
-    table.add_column("GFLOP/s", justify="right")
-    table.add_column("note")
-    for r in rows:
-        ratio = f"{r.ratio:.2f}x {r.ratio_to}" if r.ratio is not None else ""
-        gflops = f"{r.gflops:.1f}" if r.gflops is not None else ""
-        note = r.note
-        if r.target:
-            note = f"target {r.target} {ok_mark(r.ok)}" + (f"; {note}" if note else "")
-        table.add_row(r.name, fmt(r.value, r.unit), ratio, gflops, note)
-    return table
-
-
-def targets_table(rows) -> object:
-    from rich.table import Table
-
-    table = Table(title="Targets of issue 4", title_justify="left")
-    for column in ("section", "target", "measured", "wanted", ""):
-        table.add_column(column)
-    for r in rows:
-        table.add_row(r.section, r.name, fmt(r.value, r.unit), r.target, ok_mark(r.ok))
-    return table
-
-
-def markdown(rows, targets) -> str:
-    """The results as Markdown tables, one per section, then the targets."""
-    def clean(text: str) -> str:
-        return text.replace("|", "\\|").replace("[green]", "").replace("[red]", "").replace("[/]", "")
-
-    out = []
-    for section in SECTIONS:
-        section_rows = [r for r in rows if r.section == section]
-        if not section_rows:
-            continue
-        out += ["", f"**{section}**", "", "| benchmark | value | ratio | GFLOP/s | note |", "|---|---:|---:|---:|---|"]
-        for r in section_rows:
-            ratio = f"{r.ratio:.2f}x {r.ratio_to}" if r.ratio is not None else ""
-            gflops = f"{r.gflops:.1f}" if r.gflops is not None else ""
-            note = (f"target {r.target} {ok_mark(r.ok)}" + (f"; {r.note}" if r.note else "")) if r.target else r.note
-            out.append(f"| {clean(r.name)} | {fmt(r.value, r.unit)} | {ratio} | {gflops} | {clean(note)} |")
-    if targets:
-        out += ["", "| target | measured | wanted | |", "|---|---:|---|---|"]
-        out += [f"| {r.section}: {clean(r.name)} | {fmt(r.value, r.unit)} | {r.target} | {clean(ok_mark(r.ok))} |"
-                for r in targets]
-    return "\n".join(out)
+    if "A" in args.sections:
+        attempt("A", lambda: run_kernels(shape, repeats=kernel_repeats, device=args.device, progress=report))
+    workdir = Path(tempfile.mkdtemp(prefix="attention-lab-bench-"))
+    try:
+        if set("BCD") & set(args.sections):
+            try:
+                runs = run_training(plan, sections=args.sections, device=args.device, workdir=workdir,
+                                    progress=report)
+            except Exception as err:  # noqa: BLE001
+                errors.append(f"training runs: {type(err).__name__}: {err}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if runs and "B" in args.sections:
+        attempt("B", lambda: throughput_rows(runs, plan))
+    if runs and "C" in args.sections:
+        every_n = int(compose_train_config([]).callbacks.attention_maps.every_n_steps)
+        attempt("C", lambda: logging_rows(runs, every_n))
+    if "D" in args.sections:
+        attempt("D", lambda: startup_rows(run_startup(repeats=startup_repeats, device=args.device, progress=report),
+                                          runs, plan))
+    return rows, errors, runs, targets_in
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from benchmarks.kernels import FULL_KERNELS, QUICK_KERNELS
+    from benchmarks.machine import load_average, machine_info
+    from benchmarks.rows import rows_to_json
+    from benchmarks.targets import target_rows
+    from benchmarks.training import FULL_TRAINING, QUICK_TRAINING, TrainingPlan
 
     console = Console()
     if args.device == "cuda":
@@ -164,66 +139,29 @@ def main(argv: list[str] | None = None) -> int:
             console.print("error: --device cuda: no CUDA GPU is visible to torch here; use --device cpu")
             return 2
 
-    from attention_lab import benchmarking as bench
-
     command = "python scripts/benchmark.py" + ("" if argv is None and len(sys.argv) == 1 else
                                                " " + shlex.join(sys.argv[1:] if argv is None else argv))
-    kernel_repeats = args.repeats or (3 if args.quick else 5)
-    startup_repeats = args.repeats or (1 if args.quick else 5)
-    plan = bench.QUICK_TRAINING if args.quick else bench.FULL_TRAINING
+    plan = QUICK_TRAINING if args.quick else FULL_TRAINING
     if args.train_rounds:
-        plan = bench.TrainingPlan(plan.max_steps, plan.warmup_steps, args.train_rounds)
-    shape = bench.QUICK_KERNELS if args.quick else bench.FULL_KERNELS
-    machine = bench.machine_info(args.device)
-    load_start = bench.load_average()
+        plan = TrainingPlan(plan.max_steps, plan.warmup_steps, args.train_rounds)
+    shape = QUICK_KERNELS if args.quick else FULL_KERNELS
+    machine = machine_info(args.device)
+    load_start = load_average()
     console.print(f"[bold]attention-lab benchmarks[/] · {machine['cpu']}, {machine['cores']} cores, torch "
                   f"{machine['torch']} ({machine['torch_threads']} threads), lightning {machine['lightning']}, "
                   f"device {args.device} · load average {load_start}")
 
     started = time.perf_counter()
-    rows, errors = [], []
-    runs: dict[str, list[dict]] = {}
-    targets_in: dict[str, dict | None] = {s: None for s in SECTIONS}
-    workdir = Path(tempfile.mkdtemp(prefix="attention-lab-bench-"))
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                         console=Console(stderr=True), transient=True)
-    try:
-        with progress:
-            task = progress.add_task("starting", total=None)
+    with progress:
+        task = progress.add_task("starting", total=None)
+        rows, errors, runs, targets_in = measure(args, shape, plan,
+                                                 lambda text: progress.update(task, description=text))
 
-            def report(description: str) -> None:
-                progress.update(task, description=description)
-
-            def attempt(section: str, fn) -> None:
-                try:
-                    section_rows, targets_in[section] = fn()
-                    rows.extend(section_rows)
-                except Exception as err:  # noqa: BLE001 - report it, go on with the other sections
-                    errors.append(f"{section}: {type(err).__name__}: {err}")
-
-            if "A" in args.sections:
-                attempt("A", lambda: bench.run_kernels(shape, repeats=kernel_repeats, device=args.device,
-                                                       progress=report))
-            if set("BCD") & set(args.sections):
-                try:
-                    runs = bench.run_training(plan, sections=args.sections, device=args.device, workdir=workdir,
-                                              root=ROOT, progress=report)
-                except Exception as err:  # noqa: BLE001
-                    errors.append(f"training runs: {type(err).__name__}: {err}")
-            if runs and "B" in args.sections:
-                attempt("B", lambda: bench.throughput_rows(runs, plan))
-            if runs and "C" in args.sections:
-                attempt("C", lambda: bench.logging_rows(runs))
-            if "D" in args.sections:
-                def startup():
-                    times = bench.run_startup(repeats=startup_repeats, device=args.device, root=ROOT, progress=report)
-                    return bench.startup_rows(times, runs, plan)
-
-                attempt("D", startup)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-    targets = bench.target_rows(targets_in["A"], targets_in["B"], targets_in["C"], targets_in["D"])
+    targets = target_rows(*(targets_in[s] for s in SECTIONS), heads=shape.heads)
+    kernel_repeats = args.repeats or (3 if args.quick else 5)
+    startup_repeats = args.repeats or (1 if args.quick else 5)
     training = ("the default run (python scripts/train.py)" if plan.max_steps is None
                 else f"runs of max_steps={plan.max_steps}")
     titles = {
@@ -242,10 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         console.print(markdown(rows, targets), markup=False, highlight=False, soft_wrap=True)
 
-    load_end = bench.load_average()
+    load_end = load_average()
     path = unique_json_path(args.out_dir)
     result = {
-        "issue": 4,
         "created": datetime.now().isoformat(timespec="microseconds"),
         "command": command,
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
@@ -254,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         "duration_s": round(time.perf_counter() - started, 1),
         "kernel_shape": vars(shape) if "A" in args.sections else None,
         "training_plan": vars(plan) if set("BCD") & set(args.sections) else None,
-        "rows": bench.rows_to_json(rows),
-        "targets": bench.rows_to_json(targets),
+        "rows": rows_to_json(rows),
+        "targets": rows_to_json(targets),
         "runs": [run for kind in runs.values() for run in kind],
         "errors": errors,
     }

@@ -9,9 +9,10 @@ status, error) and writes beside the sweep's jobs:
   compare.csv   raw values, one row per job
   compare.md    the table in Markdown
   compare.png   bar chart of the optimized metric per configuration (best highlighted)
-Status: ok (metrics.json written), failed (error recorded in sweep_summary.json / run_info.json /
-the job's log, or a sequential sweep moved past the job), running (no metrics yet, files still
-changing), stale (no metrics and nothing written for --stale-minutes).
+Everything comes from what the sweep wrote: sweep_summary.json, each job's run_info.json,
+metrics.json and .hydra/ files, and Hydra's multirun.yaml. Status: as recorded (ok, failed,
+interrupted, running); ok when metrics.json exists; failed when a running job's process is gone;
+stale when a job has no record and nothing was written for --stale-minutes.
 """
 
 import argparse
@@ -33,16 +34,19 @@ def main(argv: list[str] | None = None) -> int:
 
     from rich.console import Console
 
-    from attention_lab.review.compare import collect_sweep, rich_table, write_reports
+    from attention_lab.review.cli import output_dir
+    from attention_lab.review.compare import rich_table, write_reports
+    from attention_lab.review.sweep import collect_sweep
 
     try:
         sweep = collect_sweep(sweep_arg, metric=args.metric, stale_minutes=args.stale_minutes)
+        out = output_dir(args.out, default=sweep.dir)  # before anything is printed
+        console = Console(width=None if sys.stdout.isatty() else 200)
+        console.print(rich_table(sweep))
+        paths = write_reports(sweep, out)
     except ReviewError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    console.print(rich_table(sweep))
-    paths = write_reports(sweep, args.out)
     console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True)
     return 0
 

@@ -8,22 +8,27 @@
     python scripts/train.py --help                       # every config group and knob
 
 A bad setting is rejected before training with one `error: ...` line (HYDRA_FULL_ERROR=1 for a traceback).
-Heavy libraries (torch, lightning) are imported inside main(), so --help and config errors are fast.
+Heavy libraries (torch, lightning) are imported only once training starts, so --help and config errors are fast.
 """
+
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from attention_lab.config import register_configs
-from attention_lab.resilience import cli, run_task
+from attention_lab.run import cli
 
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 register_configs()
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="train")
+@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="train")
 def main(cfg: DictConfig) -> float | None:
+    from attention_lab.run.task import run_task
+
     return run_task(cfg)
 
 
 if __name__ == "__main__":
-    cli(main)
+    cli.main(main, CONFIG_DIR)

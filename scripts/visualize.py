@@ -9,7 +9,9 @@ Loads the run's best checkpoint (last.ckpt if no validation ran) and its compose
 text and writes, under a new name (<slug of text>-<timestamp>, never overwriting):
   <name>.png   heatmap grid, rows = layers, columns = heads, words on both axes
   <name>.html  interactive head view (choose layer/head, hover for weights); opens offline
-Words outside the run's vocabulary become <unk>, with a warning. torch is imported after parsing.
+Words outside the run's vocabulary become <unk>, with a warning. torch is imported after parsing,
+and after checking the run and --out. The checkpoint is loaded as data (weights_only): one that
+needs to unpickle code is refused.
 """
 
 import sys
@@ -25,10 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     if "run" not in values:
         parser.error("run=<run dir> is required, e.g. run=outputs/runs/<date>/<time>")
     setup_logging()
-    from attention_lab.review.maps import find_run, visualize
+    from attention_lab.review.visualize import visualize
 
-    try:
-        find_run(values["run"])  # path errors before the heavy imports
+    try:  # path and --out errors come before the heavy imports
         result = visualize(values["run"], values.get("text"), out=args.out, tensorboard=args.tensorboard)
     except ReviewError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -1,11 +1,13 @@
-"""Every bad argument fails early with a message that names it."""
+"""Every bad argument fails early with a message that names it, and an error that carries it."""
 
 from __future__ import annotations
+
+import pickle
 
 import pytest
 import torch
 
-from attention_lab.attention import VARIANTS, attend, build_attention
+from attention_lab.attention import ATTENTION_REGISTRY, VARIANTS, AttentionArgumentError, attend, build_attention
 
 SINGLE_HEAD = ("simple", "self", "cross")
 
@@ -15,6 +17,7 @@ def test_unknown_name_lists_the_valid_names():
         build_attention("flash", d_in=4, d_out=4)
     for name in VARIANTS:
         assert name in str(error.value)
+    assert (error.value.argument, error.value.value) == ("name", "flash")
 
 
 BAD_SIZES = [
@@ -29,14 +32,16 @@ BAD_SIZES = [
 @pytest.mark.parametrize("argument, value", BAD_SIZES)
 def test_sizes_must_be_positive_integers(variant, argument, value):
     kwargs = {"d_in": 4, "d_out": 4, argument: value}
-    with pytest.raises(ValueError, match=rf"{argument} must be a positive integer, got {value!r}"):
+    with pytest.raises(ValueError, match=rf"{argument} must be a positive integer, got {value!r}") as error:
         build_attention(variant, **kwargs)
+    assert error.value.argument == argument and error.value.allowed == "a positive integer"
 
 
 @pytest.mark.parametrize("d_out, num_heads", [(5, 2), (6, 4), (1, 3)])
 def test_multihead_d_out_divisible_by_heads(d_out, num_heads):
-    with pytest.raises(ValueError, match=rf"d_out \({d_out}\) must be divisible by num_heads \({num_heads}\)"):
+    with pytest.raises(ValueError, match=rf"d_out \({d_out}\) must be divisible by num_heads \({num_heads}\)") as error:
         build_attention("multihead", d_in=4, d_out=d_out, num_heads=num_heads)
+    assert (error.value.argument, error.value.value) == ("num_heads", num_heads)
 
 
 def test_multihead_d_v_must_equal_d_out():
@@ -47,14 +52,16 @@ def test_multihead_d_v_must_equal_d_out():
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dropout", [-0.1, 1.0, 1.5, "0.1", True, float("nan")])
 def test_dropout_in_zero_one(variant, dropout):
-    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\)") as error:
         build_attention(variant, d_in=4, d_out=4, dropout=dropout)
+    assert error.value.argument == "dropout"
 
 
 @pytest.mark.parametrize("variant", SINGLE_HEAD)
 def test_single_head_variants_reject_several_heads(variant):
-    with pytest.raises(ValueError, match=rf"num_heads must be 1 for '{variant}'.*use 'multihead'"):
+    with pytest.raises(ValueError, match=rf"num_heads must be 1 for '{variant}'.*use 'multihead'") as error:
         build_attention(variant, d_in=4, d_out=4, num_heads=2)
+    assert (error.value.argument, error.value.value) == ("num_heads", 2)
 
 
 def test_cross_needs_source():
@@ -71,8 +78,9 @@ def test_self_attention_takes_no_source(variant):
 
 
 def test_cross_rejects_causal():
-    with pytest.raises(ValueError, match="causal must be False for 'cross'"):
+    with pytest.raises(ValueError, match="causal must be False for 'cross'") as error:
         build_attention("cross", d_in=4, d_out=4, causal=True)
+    assert error.value.argument == "causal"
 
 
 def test_simple_needs_d_out_equal_d_in():
@@ -119,3 +127,97 @@ def test_key_padding_mask_shape_is_checked():
     module = build_attention("self", d_in=4, d_out=4)
     with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(B, T_k\) = \(2, 3\), got \(2, 5\)"):
         module(torch.randn(2, 3, 4), key_padding_mask=torch.zeros(2, 5, dtype=torch.bool))
+
+
+# ---------------------------------------------------------------------------------------------
+# AttentionArgumentError: every constructor check names its argument in a structured field
+# ---------------------------------------------------------------------------------------------
+
+BAD_ARGUMENTS = [
+    # (variant, build_attention keywords, the argument to blame)
+    ("simple", dict(d_out=3), "d_out"),
+    ("simple", dict(d_v=2), "d_v"),
+    ("simple", dict(qkv_bias=True), "qkv_bias"),
+    ("simple", dict(normalize="max"), "normalize"),
+    ("self", dict(normalize="sum"), "normalize"),  # an option of another variant
+    ("multihead", dict(flash=True), "flash"),
+    ("multihead", dict(num_heads=2, d_v=6), "d_v"),
+    ("multihead", dict(d_out=6, num_heads=4), "num_heads"),
+    ("self", dict(qkv_bias="yes"), "qkv_bias"),
+    ("self", dict(causal=1), "causal"),
+    ("cross", dict(causal=True), "causal"),
+    # grouped-query attention
+    ("multihead", dict(d_out=12, num_heads=4, kv_heads=3), "kv_heads"),
+    ("multihead", dict(d_out=12, num_heads=4, kv_heads=8), "kv_heads"),
+    ("multihead", dict(num_heads=2, kv_heads=0), "kv_heads"),
+    ("multihead", dict(num_heads=2, kv_heads=1.0), "kv_heads"),
+    ("multihead", dict(num_heads=2, kv_heads=True), "kv_heads"),
+    ("self", dict(kv_heads=2), "kv_heads"),
+    ("multihead_concat", dict(num_heads=2, kv_heads=1), "kv_heads"),
+    # sliding windows
+    *((variant, dict(window=window), "window") for variant in VARIANTS for window in (0, -2, 2.5, "4", True)),
+    # positions
+    *((variant, dict(position=position), "position") for variant in VARIANTS for position in ("rotary", "ROPE", 1)),
+    ("simple", dict(position="rope"), "position"),
+    ("simple", dict(position="alibi"), "position"),
+    ("cross", dict(position="rope"), "position"),
+    ("cross", dict(position="alibi"), "position"),
+    ("self", dict(d_out=3, position="rope"), "position"),  # rope rotates feature pairs
+    ("multihead", dict(d_out=6, num_heads=2, position="rope"), "position"),
+    ("multihead_concat", dict(d_out=3, num_heads=2, position="rope"), "position"),
+]
+
+
+@pytest.mark.parametrize("variant, kwargs, argument", BAD_ARGUMENTS)
+def test_bad_argument_is_named_in_the_error(variant, kwargs, argument):
+    kwargs = {"d_in": 4, "d_out": 4, **kwargs}
+    with pytest.raises(AttentionArgumentError) as error:
+        build_attention(variant, **kwargs)
+    err = error.value
+    assert isinstance(err, ValueError)
+    assert err.argument == argument
+    assert err.value is kwargs[argument]
+    assert err.allowed and "\n" not in err.allowed
+    message = str(err)
+    assert "\n" not in message and argument in message
+
+
+@pytest.mark.parametrize("variant", ["simple", "cross"])
+@pytest.mark.parametrize("position", ["rope", "alibi"])
+def test_rope_and_alibi_rejected_where_they_make_no_sense(variant, position):
+    with pytest.raises(AttentionArgumentError, match=rf"position='{position}' is not possible for '{variant}'") as error:
+        build_attention(variant, d_in=4, d_out=4, position=position)
+    assert error.value.allowed == f"one of none, learned, sinusoidal for '{variant}'"
+
+
+def test_kv_heads_must_divide_num_heads():
+    with pytest.raises(AttentionArgumentError, match=r"kv_heads must be a divisor of num_heads \(4\), got 3"):
+        build_attention("multihead", d_in=4, d_out=8, num_heads=4, kv_heads=3)
+
+
+def test_kv_heads_is_only_for_grouped_variants():
+    grouped = sorted(name for name, cls in ATTENTION_REGISTRY.items() if cls.grouped_kv)
+    assert grouped == ["multihead"]
+    with pytest.raises(AttentionArgumentError, match=r"kv_heads is for grouped-query attention \('multihead'\)"):
+        build_attention("self", d_in=4, d_out=4, kv_heads=2)
+    # kv_heads equal to num_heads is what every variant does anyway: accepted.
+    for variant in VARIANTS:
+        heads = 2 if ATTENTION_REGISTRY[variant].multi_head else 1
+        build_attention(variant, d_in=4, d_out=4, num_heads=heads, kv_heads=heads)
+
+
+def test_multihead_concat_d_out_for_names_num_heads():
+    cls = ATTENTION_REGISTRY["multihead_concat"]
+    assert cls.d_out_for(12, 4) == 3
+    with pytest.raises(AttentionArgumentError, match=r"num_heads \(5\) must divide d_model \(12\)") as error:
+        cls.d_out_for(12, 5)
+    assert (error.value.argument, error.value.value) == ("num_heads", 5)
+
+
+def test_error_keeps_its_fields_through_pickle():
+    with pytest.raises(AttentionArgumentError) as error:
+        build_attention("multihead", d_in=4, d_out=8, num_heads=4, kv_heads=3)
+    copy = pickle.loads(pickle.dumps(error.value))
+    assert type(copy) is AttentionArgumentError
+    assert (copy.argument, copy.value, copy.allowed, str(copy)) == (
+        "kv_heads", 3, "a divisor of num_heads (4)", str(error.value))

@@ -2,7 +2,9 @@
 
 * fast path: ``need_weights=False`` (PyTorch's fused ``scaled_dot_product_attention``)
 * math path: ``need_weights=True`` (explicit softmax, returns the weights)
-* reference: written here, plain ``softmax(q·kᵀ·scale)`` with ``-inf`` masking, in float64
+* reference: plain ``softmax(q·kᵀ·scale + bias)`` with ``-inf`` masking, in float64, with its own RoPE
+  (complex multiplication), ALiBi (the paper's slopes), sliding window and grouped-query attention
+  (``repeat_interleave`` of the kv heads): see test_attention_reference.py
 
 Inputs are float32 with small dimensions (<= 32), where float32 accumulation stays well inside
 atol=1e-5, rtol=1.3e-6.
@@ -19,33 +21,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor
 
-from attention_lab.attention import VARIANTS, AttentionModule, attend, build_attention
+from attention_lab.attention import ATTENTION_REGISTRY, VARIANTS, AttentionModule, attend, build_attention
+from test_attention_reference import (
+    assert_close,
+    band,
+    reference_alibi,
+    reference_attention,
+    reference_rope,
+    tril,
+)
 
-ATOL, RTOL = 1e-5, 1.3e-6
 SETTINGS = settings(max_examples=50, deadline=None)
 seeds = st.integers(min_value=0, max_value=2**31 - 1)
-
-
-def assert_close(actual: Tensor, expected: Tensor, atol: float = ATOL, rtol: float = RTOL) -> None:
-    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-    actual, expected = actual.detach().double(), expected.detach().double()
-    assert not actual.isnan().any(), "NaN in the result"
-    bad = (actual - expected).abs() > atol + rtol * expected.abs()
-    assert not bad.any(), f"max |Δ| = {(actual - expected).abs().max().item():.3g} at {bad.nonzero()[0].tolist()}"
-
-
-def reference_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, scale: float) -> tuple[Tensor, Tensor]:
-    """float64 softmax(q·kᵀ·scale) · v; a query with no allowed key gets zero weights."""
-    q, k, v = q.double(), k.double(), v.double()
-    scores = torch.einsum("...qd,...kd->...qk", q, k) * scale
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)  # all -inf rows: NaN -> 0
-    return torch.einsum("...qk,...kd->...qd", weights, v), weights
-
-
-def tril(t_q: int, t_k: int) -> Tensor:
-    return torch.arange(t_k)[None, :] <= torch.arange(t_q)[:, None]
 
 
 def assert_finite_grads(*tensors: Tensor) -> None:
@@ -68,41 +55,53 @@ def attend_cases(draw):
     mask_shape = draw(st.sampled_from(["2d", "full"]))  # (T_q, T_k) broadcast, or (*lead, T_q, T_k)
     blank_row = draw(st.booleans())  # force a query that may attend to nothing
     scale = draw(st.one_of(st.none(), st.floats(0.1, 2.0)))
-    return lead, t_q, t_k, d_k, d_v, masking, mask_shape, blank_row, scale, draw(seeds)
+    window = draw(st.one_of(st.none(), st.integers(1, 9)))
+    bias = draw(st.sampled_from([None, "2d", "full"]))  # an additive float bias, like ALiBi's
+    groups = draw(st.integers(1, 3)) if lead else 1  # query heads per kv head (dim -3); 1 = no grouping
+    return lead, t_q, t_k, d_k, d_v, masking, mask_shape, blank_row, scale, window, bias, groups, draw(seeds)
 
 
 @SETTINGS
 @given(attend_cases())
 def test_attend_paths_match_reference(case):
-    lead, t_q, t_k, d_k, d_v, masking, mask_shape, blank_row, scale, seed = case
+    lead, t_q, t_k, d_k, d_v, masking, mask_shape, blank_row, scale, window, bias_shape, groups, seed = case
+    q_lead = (*lead[:-1], lead[-1] * groups) if lead else lead
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn(*lead, t_q, d_k, generator=g, requires_grad=True)
+    q = torch.randn(*q_lead, t_q, d_k, generator=g, requires_grad=True)
     k = torch.randn(*lead, t_k, d_k, generator=g, requires_grad=True)
     v = torch.randn(*lead, t_k, d_v, generator=g, requires_grad=True)
     causal = masking in ("causal", "both")
     mask = None
     if masking in ("mask", "both"):
-        shape = (t_q, t_k) if mask_shape == "2d" else (*lead, t_q, t_k)
+        shape = (t_q, t_k) if mask_shape == "2d" else (*q_lead, t_q, t_k)
         mask = torch.rand(*shape, generator=g) < 0.7
         if blank_row:
             mask[..., 0, :] = False
+    bias = None
+    if bias_shape is not None:
+        bias = torch.randn(*((t_q, t_k) if bias_shape == "2d" else (*q_lead, t_q, t_k)), generator=g)
 
     allowed = torch.ones(t_q, t_k, dtype=torch.bool)
     if causal:
         allowed = allowed & tril(t_q, t_k)
+    if window is not None:
+        allowed = allowed & band(t_q, t_k, window, causal)
     if mask is not None:
         allowed = allowed & mask
-    ref_context, ref_weights = reference_attention(q, k, v, allowed, 1 / math.sqrt(d_k) if scale is None else scale)
+    k_ref, v_ref = (k.repeat_interleave(groups, dim=-3), v.repeat_interleave(groups, dim=-3)) if lead else (k, v)
+    ref_context, ref_weights = reference_attention(q, k_ref, v_ref, allowed,
+                                                   1 / math.sqrt(d_k) if scale is None else scale, bias)
 
-    fast, none = attend(q, k, v, causal=causal, mask=mask, scale=scale, need_weights=False)
-    slow, weights = attend(q, k, v, causal=causal, mask=mask, scale=scale, need_weights=True)
+    options = dict(causal=causal, mask=mask, window=window, bias=bias, scale=scale, enable_gqa=groups > 1)
+    fast, none = attend(q, k, v, need_weights=False, **options)
+    slow, weights = attend(q, k, v, need_weights=True, **options)
     assert none is None
-    assert weights.shape == (*lead, t_q, t_k)
+    assert weights.shape == (*q_lead, t_q, t_k)
     assert_close(fast, ref_context)
     assert_close(slow, ref_context)
     assert_close(weights, ref_weights)
 
-    blank = ~allowed.expand(*lead, t_q, t_k).any(dim=-1)  # queries that may attend to nothing
+    blank = ~allowed.expand(*q_lead, t_q, t_k).any(dim=-1)  # queries that may attend to nothing
     assert (weights[blank] == 0).all()
     assert (fast[blank] == 0).all() and (slow[blank] == 0).all()
 
@@ -145,6 +144,9 @@ class ModuleCase:
     causal: bool
     padding: bool
     seed: int
+    kv_heads: int | None = None
+    window: int | None = None
+    position: str | None = None
 
     @property
     def options(self) -> dict:
@@ -153,6 +155,9 @@ class ModuleCase:
             options["d_v"] = self.d_v
         if self.qkv_bias:
             options["qkv_bias"] = True
+        for name in ("kv_heads", "window", "position"):
+            if getattr(self, name) is not None:
+                options[name] = getattr(self, name)
         return options
 
     def build(self, **overrides) -> AttentionModule:
@@ -163,15 +168,21 @@ class ModuleCase:
 @st.composite
 def module_cases(draw, variants=VARIANTS):
     variant = draw(st.sampled_from(variants))
+    cls = ATTENTION_REGISTRY[variant]
     d_in = draw(st.integers(1, 32))
-    num_heads, d_v, qkv_bias = 1, None, False
+    num_heads, kv_heads, d_v, qkv_bias = 1, None, None, False
+    # rope and alibi where they make sense; "none" means no position inside attention, like None.
+    inside = cls.projects and not cls.takes_source
+    position = draw(st.sampled_from([None, "none", "rope", "alibi"] if inside else [None, "none"]))
+    pairs = 2 if position == "rope" else 1  # rope rotates feature pairs: even head dims
     if variant == "simple":
         d_out = d_in
     elif variant == "multihead":
         num_heads = draw(st.integers(1, 4))
-        d_out = num_heads * draw(st.integers(1, 4))
+        kv_heads = draw(st.sampled_from([None, *(k for k in range(1, num_heads + 1) if num_heads % k == 0)]))
+        d_out = num_heads * pairs * draw(st.integers(1, 4 // pairs))
     else:
-        d_out = draw(st.integers(1, 32))
+        d_out = pairs * draw(st.integers(1, 32 // pairs))
         d_v = draw(st.one_of(st.none(), st.integers(1, 32)))
         if variant == "multihead_concat":
             num_heads = draw(st.integers(1, 4))
@@ -180,8 +191,9 @@ def module_cases(draw, variants=VARIANTS):
     t_q = draw(st.integers(1, 7))
     t_k = draw(st.integers(1, 7)) if variant == "cross" else t_q
     causal = variant != "cross" and draw(st.booleans())
+    window = draw(st.one_of(st.none(), st.integers(1, 8)))
     return ModuleCase(variant, draw(st.integers(1, 3)), t_q, t_k, d_in, d_out, num_heads, d_v, qkv_bias, causal,
-                      draw(st.booleans()), draw(seeds))
+                      draw(st.booleans()), draw(seeds), kv_heads, window, position)
 
 
 def inputs(case: ModuleCase, dtype=torch.float32) -> tuple[Tensor, Tensor | None, Tensor | None]:
@@ -197,6 +209,8 @@ def allowed_mask(case: ModuleCase, padding: Tensor | None) -> Tensor:
     allowed = torch.ones(case.batch, 1, case.t_q, case.t_k, dtype=torch.bool)
     if case.causal:
         allowed = allowed & tril(case.t_q, case.t_k)
+    if case.window is not None:
+        allowed = allowed & band(case.t_q, case.t_k, case.window, case.causal)
     if padding is not None:
         allowed = allowed & ~padding[:, None, None, :]
     return allowed
@@ -223,8 +237,14 @@ def test_module_paths_match_float64(case):
 
     # The float64 module itself against the reference, on its own projections.
     q, k, v = module64.project(x64, x64 if source64 is None else source64)
+    if case.position == "rope":
+        q, k = reference_rope(q), reference_rope(k)
+    groups = q.shape[1] // k.shape[1]  # grouped-query attention: query head h reads kv head h // groups
+    assert k.shape[1] == (case.kv_heads or case.num_heads)
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    bias = reference_alibi(case.num_heads, case.t_q, case.t_k, case.causal) if case.position == "alibi" else None
     scale = 1.0 if case.variant == "simple" else 1 / math.sqrt(q.shape[-1])
-    ref_context, ref_weights = reference_attention(q, k, v, allowed_mask(case, padding), scale)
+    ref_context, ref_weights = reference_attention(q, k, v, allowed_mask(case, padding), scale, bias)
     assert_close(exact_weights, ref_weights)
     assert_close(exact, module64.merge(ref_context))
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 
 import pytest
 from PIL import Image
 
 from attention_lab.review.cli import ReviewError
-from attention_lab.review.compare import collect_sweep, format_seconds, load_summary, to_markdown
+from attention_lab.review.compare import format_seconds, to_markdown
+from attention_lab.review.sweep import collect_sweep, load_summary
 from conftest import ROOT, run_script, run_train
 
 COMPARE = ROOT / "scripts" / "compare.py"
@@ -83,9 +87,9 @@ def test_summary_and_run_info_are_used(sweep, tmp_path):
     metrics = json.loads((sweep / "1" / "metrics.json").read_text())
     metrics.pop("wall_time_s", None)
     (sweep / "1" / "metrics.json").write_text(json.dumps(metrics))
-    (sweep / "1" / "run_info.json").write_text(json.dumps({"wall_time_s": 12.5, "status": "completed"}))
-    summary = {"jobs": [{"num": 0, "status": "FAILED", "error": "Traceback ...\nValueError: boom"},
-                        {"num": 1, "status": "COMPLETED", "metrics": metrics}]}
+    (sweep / "1" / "run_info.json").write_text(json.dumps({"wall_time_s": 12.5, "status": "ok"}))
+    summary = {"jobs": [{"job": 0, "status": "failed", "error": "Traceback ...\nValueError: boom"},
+                        {"job": 1, "status": "ok", "metrics": metrics}]}
     (sweep / "sweep_summary.json").write_text(json.dumps(summary))
     assert set(load_summary(sweep)) >= {"0", "1"}
     result = collect_sweep(sweep)
@@ -104,3 +108,90 @@ def test_bad_sweep_dir_fails_with_one_line(tmp_path):
 
 def test_format_seconds():
     assert [format_seconds(s) for s in (None, 3.21, 75, 3725)] == ["—", "3.2 s", "1m 15s", "1h 02m"]
+
+
+# ---------------------------------------------------------------------------------------------- the project's records
+
+def write_job(sweep_dir, job, overrides, *, run_info, metrics=None):
+    """A job dir as a sweep of scripts/train.py leaves it: Hydra's .hydra files, run_info.json, metrics.json."""
+    job_dir = sweep_dir / str(job)
+    (job_dir / ".hydra").mkdir(parents=True)
+    (job_dir / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    (job_dir / ".hydra" / "config.yaml").write_text("optimized_metric: val/seq_acc\n")
+    (job_dir / "run_info.json").write_text(json.dumps({"job": job, "overrides": overrides, "error": None,
+                                                        "attempts": 1, **run_info}))
+    if metrics is not None:
+        (job_dir / "metrics.json").write_text(json.dumps(metrics))
+    return job_dir
+
+
+def gone_pid() -> int:
+    """The pid of a process that has exited."""
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout)
+
+
+@pytest.fixture
+def written_sweep(tmp_path):
+    """Five jobs, one per status a sweep records, plus a job whose process died without a word."""
+    import socket
+
+    sweep = tmp_path / "sweep"
+    here = socket.gethostname()
+    write_job(sweep, 0, ["max_steps=60", "heads=1"], run_info={"status": "ok", "wall_time_s": 3.5},
+              metrics={"val/seq_acc": 0.75, "val/loss": 0.5, "global_step": 60, "params": 1234})
+    write_job(sweep, 1, ["max_steps=60", "heads=2"], run_info={"status": "ok", "wall_time_s": 4.0},
+              metrics={"val/seq_acc": 0.875, "val/loss": 0.25, "global_step": 60, "params": 2345})
+    write_job(sweep, 2, ["max_steps=60", "heads=3"],
+              run_info={"status": "failed", "error": "model.num_heads=3 is invalid: d_model=48 is not divisible"})
+    write_job(sweep, 3, ["max_steps=60", "heads=4"],
+              run_info={"status": "interrupted", "error": "SIGTERM at step 20", "wall_time_s": 1.5})
+    write_job(sweep, 4, ["max_steps=60", "heads=6"], run_info={"status": "running", "pid": os.getpid(), "host": here})
+    write_job(sweep, 5, ["max_steps=60", "heads=8"], run_info={"status": "running", "pid": gone_pid(), "host": here})
+    (sweep / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - max_steps=60\n    - heads=1,2,3,4,6,8\n")
+    return sweep
+
+
+def test_statuses_as_the_sweep_recorded_them(written_sweep):
+    result = collect_sweep(written_sweep)
+    assert [(j.id, j.configuration, j.status) for j in result.jobs] == [
+        ("0", "heads=1", "ok"), ("1", "heads=2", "ok"), ("2", "heads=3", "failed"), ("3", "heads=4", "interrupted"),
+        ("4", "heads=6", "running"), ("5", "heads=8", "failed")]
+    jobs = result.jobs
+    assert [j.best for j in jobs] == [False, True, False, False, False, False]
+    assert (jobs[1].metrics, jobs[1].params, jobs[1].steps, jobs[1].wall_time_s) == (
+        {"val/seq_acc": 0.875, "val/loss": 0.25}, 2345, 60, 4.0)
+    assert jobs[2].error == "model.num_heads=3 is invalid: d_model=48 is not divisible"
+    assert jobs[3].error == "SIGTERM at step 20" and not jobs[3].metrics
+    assert jobs[4].wall_time_s is not None and jobs[4].error == ""
+    assert "is gone without reporting a result" in jobs[5].error
+    assert result.counts() == {"ok": 2, "failed": 2, "interrupted": 1, "running": 1}
+    assert result.sweep_overrides == ["max_steps=60", "heads=1,2,3,4,6,8"]
+    assert result.common_overrides == ["max_steps=60"]
+
+
+@pytest.mark.parametrize("case", ["existing_file", "under_a_file", "read_only_dir"])
+def test_unwritable_out_fails_with_one_line(written_sweep, tmp_path, case):
+    blocker = tmp_path / "report.txt"
+    blocker.write_text("not a directory\n")
+    if case == "read_only_dir":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only directories")
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        out = locked / "reports"
+    else:
+        out = blocker if case == "existing_file" else blocker / "reports"
+    proc = run_script(COMPARE, str(written_sweep), "--out", str(out), timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: --out={out} "), lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not list(written_sweep.glob("compare.*")) and blocker.read_text() == "not a directory\n"
+
+
+def test_out_dir_is_created(written_sweep, tmp_path):
+    out = tmp_path / "reports" / "today"
+    proc = run_script(COMPARE, str(written_sweep), "--out", str(out), timeout=60, check=True)
+    assert sorted(p.name for p in out.iterdir()) == ["compare.csv", "compare.md", "compare.png"]
+    assert "2 ok, 2 failed, 1 interrupted, 1 running" in proc.stdout

@@ -14,7 +14,11 @@ import torch
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from attention_lab.config import TASKS, VARIANTS, ConfigError, Mask, validate
+from attention_lab.attention import VARIANTS
+from attention_lab.checks import validate
+from attention_lab.config import Mask
+from attention_lab.data.tasks import TASK_REGISTRY
+from attention_lab.errors import ConfigError
 from conftest import CONFIG_DIR, compose_config
 
 
@@ -70,15 +74,16 @@ def combo_overrides(model: str, task: str, mask: str) -> list[str]:
 
 def test_the_groups_offer_every_variant_and_task():
     assert MODELS == sorted(VARIANTS)
-    assert TASK_NAMES == sorted(TASKS)
+    assert TASK_NAMES == sorted(TASK_REGISTRY)
     # 5 models x 4 tasks x 3 masks; 14 of them cannot work (10 next_word without causal mask, 4 cross).
     assert (len(COMBINATIONS), len(REJECTED)) == (60, 14)
 
 
 @pytest.mark.parametrize(("model", "task", "mask"), ACCEPTED, ids=["-".join(c) for c in ACCEPTED])
 def test_accepted_combination_composes_validates_and_builds(model, task, mask):
+    import hydra
+
     from attention_lab.data.corpus import PAD_ID, Vocabulary, read_sentences
-    from attention_lab.train import build_module
 
     cfg = compose_config(combo_overrides(model, task, mask))
     validate(cfg)
@@ -86,7 +91,7 @@ def test_accepted_combination_composes_validates_and_builds(model, task, mask):
 
     # The config builds a model that runs: one weights-path forward pass on a padded batch.
     vocab = Vocabulary.from_sentences(read_sentences(cfg.task.corpus)).itos
-    module = build_module(cfg, vocab)
+    module = hydra.utils.instantiate(cfg.module, vocab=vocab)
     tokens = torch.tensor([[2, 3, 4, 5], [6, 7, PAD_ID, PAD_ID]])
     logits, weights = module(tokens, need_weights=True)
     assert logits.shape == (2, 4, len(vocab))
@@ -208,7 +213,10 @@ def test_presets_override_the_top_level_knobs():
 def test_run_and_sweep_dirs_are_unique_per_microsecond():
     hydra_cfg = compose_config(return_hydra_config=True).hydra
     raw = OmegaConf.to_container(hydra_cfg, resolve=False)
-    assert raw["run"]["dir"].startswith("outputs/runs/") and raw["run"]["dir"].endswith("%f}")
+    # A new run gets outputs/runs/<date>/<time with µs>; resume=<dir> keeps the run in its own dir.
+    assert raw["run"]["dir"] == "${lab.run_dir:${resume},outputs/runs/${now:%Y-%m-%d}/${now:%H-%M-%S-%f}}"
+    assert hydra_cfg.run.dir.startswith("outputs/runs/")
+    assert compose_config(["resume=/some/run"], return_hydra_config=True).hydra.run.dir == "/some/run"
     assert raw["sweep"]["dir"].startswith("outputs/multirun/") and raw["sweep"]["dir"].endswith("%f}")
     assert hydra_cfg.job.chdir is False
 

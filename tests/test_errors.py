@@ -15,8 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attention_lab.config import ConfigError
-from attention_lab.resilience import describe, preflight, rewrite_resume_args
+from attention_lab.errors import ConfigError
+from attention_lab.run.describe import describe
+from attention_lab.run.preflight import check_command_line
+from attention_lab.run.preflight import check_run as preflight
+from attention_lab.run.resume import plan_resume
 from conftest import ROOT, TRAIN, compose_config, run_script, script_env
 
 # Measured: about 1 s (4 s when the corpus or device check imports torch) on a loaded 2-core box.
@@ -140,7 +143,7 @@ COMPOSE_CASES = {
 def test_compose_errors_become_one_line(overrides, expected):
     with pytest.raises(Exception) as info:
         compose_config(overrides)
-    message = describe(info.value)
+    message = describe(info.value, overrides)
     assert "\n" not in message and message.startswith(expected), message
 
 
@@ -170,9 +173,9 @@ def test_corpus_too_small_for_next_word(tmp_path):
 
 def test_resume_of_nothing_is_rejected(tmp_path):
     with pytest.raises(ConfigError, match="is not a run dir"):
-        rewrite_resume_args([f"resume={tmp_path}"])
+        plan_resume(str(tmp_path), [f"resume={tmp_path}"])
     with pytest.raises(ConfigError, match="with -m"):
-        rewrite_resume_args(["-m", f"resume={tmp_path}"])
+        check_command_line(["-m", f"resume={tmp_path}"], ROOT / "configs")
 
 
 def test_run_dir_holding_a_run_is_refused(tmp_path):
@@ -188,11 +191,11 @@ def test_claim_is_atomic(tmp_path):
     """Of several claims of one run dir at the same moment, exactly one succeeds."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from attention_lab.resilience import claim_run_dir
+    from attention_lab.run.run_dir import claim_run_dir
 
     def claim(_):
         try:
-            claim_run_dir(tmp_path / "same", None)
+            claim_run_dir(tmp_path / "same")
             return True
         except ConfigError:
             return False

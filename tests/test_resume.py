@@ -66,7 +66,7 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
 
     info = json.loads((run_dir / "run_info.json").read_text())
     assert info["status"] == "interrupted" and "SIGTERM" in info["error"]
-    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     stopped_at = checkpoint["global_step"]
     assert 10 <= stopped_at < 40 and not (run_dir / "metrics.json").exists()
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
@@ -101,25 +101,25 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
     lines = [line for line in stderr.splitlines() if line.startswith("interrupted: ")]
     assert len(lines) == 1 and "SIGINT at step" in lines[0] and f"resume={run_dir}" in lines[0]
-    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert f"SIGINT at step {checkpoint['global_step']}:" in lines[0]
     assert json.loads((run_dir / "run_info.json").read_text())["status"] == "interrupted"
 
 
 def test_finished_run_is_not_resumed_by_accident(tmp_path):
-    from attention_lab.config import ConfigError
-    from attention_lab.resilience import rewrite_resume_args
+    from attention_lab.errors import ConfigError
+    from attention_lab.run.resume import plan_resume
 
     run_dir = tmp_path / "run"
     (run_dir / ".hydra").mkdir(parents=True)
     (run_dir / ".hydra" / "overrides.yaml").write_text("- heads=2\n- lr=0.01\n")
     (run_dir / "metrics.json").write_text("{}")
     try:
-        rewrite_resume_args([f"resume={run_dir}"])
+        plan_resume(str(run_dir), [f"resume={run_dir}"])
     except ConfigError as err:
         assert "already finished" in str(err) and "max_steps" in str(err)
     else:
         raise AssertionError("a finished run was resumed")
     # Training it further is explicit: the saved overrides, then the new ones, then the run dir.
-    assert rewrite_resume_args([f"resume={run_dir}", "max_steps=3000"]) == [
-        "heads=2", "lr=0.01", "max_steps=3000", f"resume={run_dir.resolve()}", f"hydra.run.dir={run_dir.resolve()}"]
+    plan = plan_resume(str(run_dir), [f"resume={run_dir}", "max_steps=3000"])
+    assert plan.compose_overrides == ["heads=2", "lr=0.01", "max_steps=3000", f"resume={run_dir.resolve()}"]

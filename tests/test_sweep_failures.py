@@ -60,7 +60,7 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path):
     step = int(lines[0].split(" at step ")[1].split(";")[0])
     assert 1 <= step < 30
 
-    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     saved_at = checkpoint["global_step"]
     assert 1 <= saved_at <= step, "no checkpoint is written once the loss is nan"
     assert all(torch.isfinite(t).all() for t in checkpoint["state_dict"].values() if t.is_floating_point())

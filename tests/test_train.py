@@ -104,13 +104,14 @@ def test_run_dir_layout(solved_run: Path):
 def test_best_checkpoint_holds_the_solved_model(solved_run: Path, solved_cfg):
     """Rebuilt from the checkpoint alone (hyperparameters and vocabulary inside), it scores on the
     validation set what the run reported."""
+    import hydra
     import torch
 
     from attention_lab.lit_module import AttentionLitModule
-    from attention_lab.train import build_datamodule
 
-    module = AttentionLitModule.load_from_checkpoint(solved_run / "checkpoints" / "best.ckpt", map_location="cpu")
-    datamodule = build_datamodule(solved_cfg)
+    module = AttentionLitModule.load_from_checkpoint(solved_run / "checkpoints" / "best.ckpt", map_location="cpu",
+                                                     weights_only=True)
+    datamodule = hydra.utils.instantiate(solved_cfg.data)
     datamodule.setup("validate")
     assert module.vocab == datamodule.vocab.itos
     inputs, targets = datamodule.val_set.tensors
@@ -186,7 +187,7 @@ def test_ddp_sim_trains_in_two_gloo_processes(tmp_path: Path, single_thread):
     import torch
 
     for name in ("last", "best"):
-        checkpoint = torch.load(run_dir / "checkpoints" / f"{name}.ckpt", map_location="cpu", weights_only=False)
+        checkpoint = torch.load(run_dir / "checkpoints" / f"{name}.ckpt", map_location="cpu", weights_only=True)
         assert checkpoint["global_step"] == 6
 
 

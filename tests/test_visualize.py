@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -13,16 +14,9 @@ import pytest
 from PIL import Image
 
 from attention_lab.review.cli import ReviewError, parse_key_values
-from attention_lab.review.maps import (
-    DPI,
-    compute_maps,
-    find_run,
-    grid_figsize,
-    grid_figure,
-    load_module,
-    prepare_words,
-    unique_stem,
-)
+from attention_lab.review.grid import DPI, grid_figsize, grid_figure
+from attention_lab.review.maps import compute_maps, find_run, load_module, prepare_words
+from attention_lab.review.visualize import unique_stem, visualize
 from conftest import ROOT, run_script, script_env
 
 VISUALIZE = ROOT / "scripts" / "visualize.py"
@@ -77,6 +71,70 @@ def test_bad_run_fails_with_one_clear_line(tmp_path, case):
     expected = {"no_checkpoint": "has no checkpoint", "missing": "does not exist", "sweep": "is a sweep directory",
                 "no_run_key": "run=<run dir> is required"}[case]
     assert expected in lines[0]
+
+
+@pytest.fixture
+def untrained_run(tmp_path):
+    """A run dir whose checkpoint is not even a checkpoint: enough for errors that come before loading it."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "best.ckpt").write_bytes(b"not a checkpoint")
+    return run
+
+
+@pytest.mark.parametrize("case", ["existing_file", "under_a_file", "read_only_dir"])
+def test_unwritable_out_fails_with_one_line(untrained_run, tmp_path, case):
+    """--out is checked before the checkpoint is loaded: an unusable one is named, in one line."""
+    blocker = tmp_path / "maps.png"
+    blocker.write_bytes(b"an existing file")
+    if case == "read_only_dir":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only directories")
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        out = locked / "maps"
+    else:
+        out = blocker if case == "existing_file" else blocker / "maps"
+    proc = run_script(VISUALIZE, f"run={untrained_run}", "text=hello", "--out", str(out), timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: --out={out} "), lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert blocker.read_bytes() == b"an existing file"
+
+
+class WritesMarker:
+    """Unpickling this object calls open(marker, "w"): the code execution a tampered checkpoint could carry."""
+
+    def __init__(self, marker) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def test_checkpoint_that_runs_code_is_refused(tmp_path):
+    import torch
+
+    run, marker = tmp_path / "run", tmp_path / "code-ran"
+    (run / "checkpoints").mkdir(parents=True)
+    checkpoint = run / "checkpoints" / "best.ckpt"
+    torch.save({"state_dict": {}, "global_step": WritesMarker(marker),
+                "hyper_parameters": {"model": {"name": "self"}, "vocab": ["<pad>", "<unk>"]}}, checkpoint)
+
+    with pytest.raises(ReviewError, match="could run code; refused"):
+        load_module(find_run(run))
+    assert not marker.exists()
+    # Even where torch's default is to unpickle anything (an environment setting some users keep for old files).
+    env = {**script_env(), "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+    proc = subprocess.run([sys.executable, str(VISUALIZE), f"run={run}", "text=hello", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and "could run code; refused" in lines[0], proc.stderr
+    assert not marker.exists()
+
+    torch.load(checkpoint, weights_only=False)  # the payload is real: a plain load runs it
+    assert marker.exists()
 
 
 # ---------------------------------------------------------------------------------------------- end to end
@@ -159,11 +217,14 @@ def test_last_checkpoint_when_no_best(tiny_trained_run, tmp_path, caplog):
 
 def test_cross_model_rows_are_output_positions():
     """Encoder-decoder models: the rows of a map are output positions, labelled with their prediction."""
+    from attention_lab.config import BlockConfig, ModelConfig
     from attention_lab.lit_module import AttentionLitModule
     from attention_lab.review.html_view import render_html
 
     vocab = ["<pad>", "<unk>", "Life", "dessert", "eat", "first", "is", "short"]
-    module = AttentionLitModule(vocab=vocab, attention="cross", d_model=16, num_heads=1, layers=2, context_length=8)
+    config = ModelConfig(name="cross", d_model=16, num_heads=1, layers=2, mask="padding", context_length=8,
+                         block=BlockConfig(name="transformer"), encoder_decoder=True)
+    module = AttentionLitModule(config, vocab)
     maps = compute_maps(module, "Life is short, eat dessert first")
     assert maps.encoder_decoder and (maps.layers, maps.heads) == (2, 1)
     assert maps.query_words == [f"out{i}→{p}" for i, p in enumerate(maps.predictions)]
@@ -174,10 +235,33 @@ def test_cross_model_rows_are_output_positions():
 
 
 def test_out_dir_option(module_and_files, tmp_path):
-    from attention_lab.review.maps import visualize
-
     _, files, _ = module_and_files
     result = visualize(files.run_dir, "Life is short", out=tmp_path / "maps")
     assert result["png"].parent == tmp_path / "maps" and result["html"].is_file()
     assert not (files.run_dir / "visualize").exists()
 
+
+
+def test_unwritable_out_with_a_trained_run(tiny_trained_run, tmp_path):
+    blocker = tmp_path / "maps"
+    blocker.write_text("a file")
+    with pytest.raises(ReviewError, match=f"--out={blocker} is invalid: it is a file"):
+        visualize(tiny_trained_run, "Life is short", out=blocker)
+    proc = run_script(VISUALIZE, f"run={tiny_trained_run}", "text=Life is short", "--out", str(blocker / "x"),
+                      timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"error: --out={blocker / 'x'} ")
+
+
+def test_description_names_the_run_settings(module_and_files):
+    """The line under the maps' title: the model's settings (the checkpoint's hparams) and the task."""
+    from omegaconf import OmegaConf
+
+    from attention_lab.review.maps import describe_run
+
+    module, files, _ = module_and_files
+    cfg = OmegaConf.load(files.run_dir / ".hydra" / "config.yaml")
+    line = describe_run(files, module)
+    expected = (f"variant={cfg.model.name} heads={cfg.heads} d_model={cfg.d_model} layers={cfg.layers} "
+                f"mask={cfg.mask} block={cfg.block.name} task={cfg.task.name}")
+    assert expected in line and line.endswith(f"· {files.checkpoint.name}")

@@ -1,37 +1,37 @@
-"""Typed schema of ``configs/``: Hydra checks every override against these dataclasses at
-compose time, so a typo or a wrong type fails before anything is imported or trained.
+"""Typed schema of ``configs/``: Hydra checks every override against these dataclasses at compose time,
+so a typo or a wrong type fails before anything is imported or trained.
 
-Cross-field rules (d_model divisible by heads, a mask that fits the variant, ...) live in
-:func:`validate` and raise :class:`ConfigError` with one line naming the setting.
-This module must stay light (no torch import): ``train.py --help`` and config errors use it.
+:class:`ModelConfig` is the one model config object (as nanoGPT's ``GPTConfig``): it is composed from
+``configs/model/`` and ``configs/block/``, handed to :class:`~attention_lab.model.SequenceModel` and to the
+LightningModule, and saved in every checkpoint's hparams as a plain dict.
+
+This module stays light (no torch import): ``train.py --help`` and config errors use it.
 """
 
 from __future__ import annotations
 
-import math
-import re
+import dataclasses
+import os
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
-
-VARIANTS = ("simple", "self", "cross", "multihead", "multihead_concat")
-MULTI_HEAD_VARIANTS = ("multihead", "multihead_concat")
-TASKS = ("copy", "reverse", "sort", "next_word")
-VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what train.py's final validation measures
-_ENTROPY_METRIC = re.compile(r"attention_entropy/layer\d+/head\d+")
-
-
-class ConfigError(ValueError):
-    """A setting that cannot work; the message is one line naming the setting."""
+from omegaconf import MISSING, OmegaConf
 
 
 class Mask(str, Enum):
     none = "none"
-    causal = "causal"
-    padding = "padding"
+    causal = "causal"  # a position sees only itself and earlier positions
+    padding = "padding"  # no query attends to <pad> keys
+
+
+class Position(str, Enum):
+    learned = "learned"  # a trained table added to the token embeddings
+    sinusoidal = "sinusoidal"  # fixed sines and cosines added to the token embeddings (Vaswani et al. 2017)
+    rope = "rope"  # rotary embeddings of queries and keys inside attention (Su et al. 2021)
+    alibi = "alibi"  # distance penalties on the attention scores (Press et al. 2022)
+    none = "none"  # no position information at all (NoPE; Kazemnejad et al. 2023)
 
 
 class Device(str, Enum):
@@ -41,16 +41,13 @@ class Device(str, Enum):
     mps = "mps"
 
 
-@dataclass
-class ModelConfig:
-    name: str = MISSING  # attention variant: one of VARIANTS
-    d_model: int = "${d_model}"  # type: ignore[assignment]  # width of embeddings and blocks
-    num_heads: int = "${heads}"  # type: ignore[assignment]
-    layers: int = "${layers}"  # type: ignore[assignment]
-    dropout: float = 0.0
-    qkv_bias: bool = False
-    context_length: int = 16  # rows of the positional embedding table (longest sequence)
-    normalize: str = "softmax"  # 'simple' only: softmax | sum
+ALL_MASKS = [m.value for m in Mask]
+ALL_POSITIONS = [p.value for p in Position]
+
+
+def typed(schema: type, values: Any) -> Any:
+    """Plain values (a dict, or an untyped DictConfig read from a run dir) -> the schema's dataclass, checked."""
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))
 
 
 @dataclass
@@ -63,13 +60,49 @@ class BlockConfig:
 
 
 @dataclass
+class ModelConfig:
+    name: str = MISSING  # attention variant: a name registered in attention_lab.attention
+    d_model: int = 48  # width of embeddings and blocks
+    num_heads: int = 4
+    layers: int = 2
+    kv_heads: int | None = None  # None: one key/value head per query head
+    mask: Mask = Mask.padding
+    window: int | None = None  # None: every key; w: only keys less than w positions away
+    position: Position = Position.learned
+    block: BlockConfig = field(default_factory=lambda: BlockConfig(name="transformer"))
+    dropout: float = 0.0
+    qkv_bias: bool = False
+    context_length: int = 16  # rows of the positional embedding table (longest sequence)
+    normalize: str | None = None  # 'simple' only (its yaml sets it): softmax | sum
+    # What the variant's yaml declares about it, so that config checks need no torch import
+    # (tests/test_configs.py checks these against the attention classes).
+    encoder_decoder: bool = False  # self-attention encoder + cross-attention decoder (cross)
+    masks: list[str] = field(default_factory=lambda: list(ALL_MASKS))  # the masks the variant accepts
+    positions: list[str] = field(default_factory=lambda: list(ALL_POSITIONS))  # the positions it accepts
+    grouped_kv: bool = False  # accepts kv_heads (grouped-query attention)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
+        """The config saved in a checkpoint's hparams (plain types) -> ModelConfig, type-checked."""
+        return typed(cls, values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain types only (enums as their values): safe to load with ``torch.load(weights_only=True)``."""
+        values = dataclasses.asdict(self)
+        values["mask"] = Mask(self.mask).value
+        values["position"] = Position(self.position).value
+        return values
+
+
+@dataclass
 class TaskConfig:
-    name: str = MISSING  # one of TASKS
+    name: str = MISSING  # a task module of attention_lab.data.tasks
     corpus: str | None = None  # path to a UTF-8 text file, one sentence per line; None = the notebooks'
     min_len: int = 3
     max_len: int = 8
     train_size: int = 4000
     val_size: int = 500
+    masks: list[str] = field(default_factory=lambda: list(ALL_MASKS))  # the masks the task can be learned with
 
 
 @dataclass
@@ -81,11 +114,16 @@ class TrainConfig:
     logger: Any = None
     callbacks: Any = None
     paths: Any = None
+    data: Any = None  # the datamodule (_target_), built from `task`
+    module: Any = None  # the LightningModule (_target_), built from `model`
     # Top-level knobs, overridden bare: `python scripts/train.py heads=3 d_model=96`.
     heads: int = 4
+    kv_heads: int | None = None
     d_model: int = 48
     layers: int = 2
     mask: Mask = Mask.padding
+    window: int | None = None
+    position: Position = Position.learned
     device: Device = Device.auto
     seed: int = 0
     threads: int | None = 1  # torch CPU threads; None = torch's default (one per core)
@@ -99,90 +137,27 @@ class TrainConfig:
     log_attention_every_n_steps: int = 200
     num_predictions_logged: int = 4
     tags: list = field(default_factory=list)
-    # Run dir of an interrupted run to continue (scripts/train.py rewrites `resume=<dir>` into that run's
-    # overrides + hydra.run.dir=<dir>); None = a new run.
-    resume: str | None = None
+    resume: str | None = None  # run dir to continue: `python scripts/train.py resume=<run dir>`
+
+
+# In configs/, the model's fields follow the top-level knobs (`heads=3` sets model.num_heads).
+FROM_KNOBS = {"d_model": "${d_model}", "num_heads": "${heads}", "layers": "${layers}", "kv_heads": "${kv_heads}",
+              "mask": "${mask}", "window": "${window}", "position": "${position}", "block": "${block}"}
 
 
 def register_configs() -> None:
+    """The schema for Hydra, and the resolvers of configs/hydra/default.yaml: ``${lab.run_dir:${resume},<new>}``
+    keeps a resumed run in its own dir, and ``${lab.output_subdir:${resume}}`` stops Hydra from rewriting that
+    run's .hydra/ record (the task function updates it once the resumed run has started)."""
+    OmegaConf.register_new_resolver(
+        "lab.run_dir", lambda resume, new: os.path.abspath(os.path.expanduser(str(resume))) if resume else new,
+        replace=True)
+    OmegaConf.register_new_resolver("lab.output_subdir", lambda resume: None if resume else ".hydra", replace=True)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
-    cs.store(group="model", name="model_schema", node=ModelConfig)
+    model = OmegaConf.structured(ModelConfig)
+    for key, interpolation in FROM_KNOBS.items():
+        model[key] = interpolation  # an interpolation may stand in for any typed value
+    cs.store(group="model", name="model_schema", node=model)
     cs.store(group="block", name="block_schema", node=BlockConfig)
     cs.store(group="task", name="task_schema", node=TaskConfig)
-
-
-def validate(cfg: Any) -> None:
-    """Cross-field checks the types cannot express. Raises ConfigError (one line)."""
-
-    def positive(key: str, value: Any, optional: bool = False) -> None:
-        if value is None and not optional:
-            raise ConfigError(f"{key}=null is invalid: it must be a positive integer")
-        if value is not None and value <= 0:
-            raise ConfigError(f"{key}={value} is invalid: it must be a positive integer")
-
-    model, task = cfg.model, cfg.task
-    if model.name not in VARIANTS:
-        raise ConfigError(f"model={model.name} is unknown: choose one of {', '.join(VARIANTS)}")
-    if task.name not in TASKS:
-        raise ConfigError(f"task={task.name} is unknown: choose one of {', '.join(TASKS)}")
-    for key in ("heads", "d_model", "layers", "batch_size", "max_steps", "log_attention_every_n_steps"):
-        positive(key, cfg.get(key))
-    for key, value in (("model.num_heads", model.get("num_heads")), ("model.d_model", model.get("d_model")),
-                       ("model.layers", model.get("layers")), ("model.context_length", model.context_length),
-                       ("task.min_len", task.min_len), ("task.max_len", task.max_len),
-                       ("task.train_size", task.train_size), ("task.val_size", task.val_size),
-                       ("block.mlp_ratio", cfg.block.mlp_ratio)):
-        positive(key, value)
-    positive("max_epochs", cfg.get("max_epochs"), optional=True)
-    positive("threads", cfg.get("threads"), optional=True)
-    if (cfg.get("num_predictions_logged") or 0) < 0:
-        raise ConfigError(f"num_predictions_logged={cfg.num_predictions_logged} is invalid: it must be >= 0")
-    seed = cfg.get("seed")
-    if seed is None or not 0 <= seed < 2**32:
-        raise ConfigError(f"seed={seed} is invalid: it must be an integer in [0, 2**32)")
-    if task.min_len > task.max_len:
-        raise ConfigError(f"task.min_len={task.min_len} is invalid: it must be <= task.max_len={task.max_len}")
-    if task.max_len > model.context_length:
-        raise ConfigError(
-            f"task.max_len={task.max_len} is invalid: sequences longer than the positional table "
-            f"(model.context_length={model.context_length}) cannot be embedded; raise model.context_length"
-        )
-    if not 0.0 <= model.dropout < 1.0:
-        raise ConfigError(f"model.dropout={model.dropout} is invalid: it must be in [0, 1)")
-    lr = cfg.get("lr")
-    if lr is None or not 0 < lr < math.inf:
-        raise ConfigError(f"lr={lr} is invalid: the learning rate must be a finite number > 0")
-    weight_decay = cfg.get("weight_decay")
-    if weight_decay is None or not 0 <= weight_decay < math.inf:
-        raise ConfigError(f"weight_decay={weight_decay} is invalid: it must be a finite number >= 0")
-    metric = cfg.get("optimized_metric")
-    if metric not in VAL_METRICS and not _ENTROPY_METRIC.fullmatch(str(metric)):
-        raise ConfigError(
-            f"optimized_metric={metric} is invalid: choose one of {', '.join(VAL_METRICS)} "
-            "or attention_entropy/layer<l>/head<h>"
-        )
-    if model.name in MULTI_HEAD_VARIANTS and model.d_model % model.num_heads:
-        raise ConfigError(
-            f"heads={model.num_heads} does not divide d_model={model.d_model} for model={model.name}: "
-            "choose heads among the divisors of d_model, or change d_model"
-        )
-    if model.name == "simple" and model.normalize not in ("softmax", "sum"):
-        raise ConfigError(f"model.normalize={model.normalize} is invalid: choose softmax or sum")
-    mask = Mask(cfg.mask)
-    if task.name == "next_word" and mask is not Mask.causal:
-        raise ConfigError(
-            f"mask={mask.value} is invalid for task=next_word: each position would see the word it must "
-            "predict; use mask=causal"
-        )
-    if model.name == "cross":
-        if task.name == "next_word":
-            raise ConfigError(
-                "task=next_word is invalid for model=cross: encoder-decoder attention needs a source "
-                "sequence; use copy, reverse or sort"
-            )
-        if mask is Mask.causal:
-            raise ConfigError(
-                "mask=causal is invalid for model=cross: decoder queries attend to the whole encoded "
-                "source; use mask=padding or none"
-            )

@@ -1,39 +1,47 @@
 """Token + positional embeddings -> blocks of the chosen attention variant -> vocabulary head.
 
-For ``cross`` the model is an encoder-decoder (notebook 001's pattern): ``self``-attention blocks
-encode the input, and one learned query per output position attends to that encoding through
-``cross``-attention blocks.
+Everything the model needs comes from one :class:`~attention_lab.config.ModelConfig`. With an encoder-decoder
+variant (``cross``), self-attention blocks encode the input and one learned query per output position attends
+to that encoding through the variant's blocks (notebook 001's pattern).
 """
 
 from __future__ import annotations
 
+import math
+
+import torch
 from torch import Tensor, nn
 
-from attention_lab.attention import AttentionModule, build_attention
+from attention_lab.attention import ATTENTION_REGISTRY, build_attention
+from attention_lab.config import BlockConfig, Mask, ModelConfig, Position
+
+INSIDE_ATTENTION = (Position.rope, Position.alibi)  # positions that act on queries, keys or scores
 
 
-def attention_width(variant: str, d_model: int, num_heads: int) -> int:
-    """d_out to ask for so that every variant's output is d_model wide."""
-    return d_model // num_heads if variant == "multihead_concat" else d_model
+def sinusoidal_table(length: int, d_model: int) -> Tensor:
+    """Vaswani et al. (2017): PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(t / 10000^(2i/d))."""
+    position = torch.arange(length, dtype=torch.float32)[:, None]  # (T, 1)
+    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(length, d_model)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
+    return table
 
 
 class Block(nn.Module):
     """Pre-norm transformer block; residual, LayerNorm and MLP can each be switched off
-    (``block=attention_only`` keeps the bare mechanism: context = attention(x))."""
+    (``block=attention_only`` keeps the bare mechanism: x = attention(x))."""
 
-    def __init__(self, attention: AttentionModule, d_model: int, *, residual: bool = True,
-                 layer_norm: bool = True, mlp: bool = True, mlp_ratio: int = 4, dropout: float = 0.0) -> None:
+    def __init__(self, attention: nn.Module, d_model: int, block: BlockConfig, dropout: float = 0.0) -> None:
         super().__init__()
         self.attention = attention
-        self.residual = residual
-        self.norm_attention = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
-        self.norm_mlp = nn.LayerNorm(d_model) if layer_norm and mlp else nn.Identity()
+        self.residual = block.residual
+        self.norm_attention = nn.LayerNorm(d_model) if block.layer_norm else nn.Identity()
+        self.norm_mlp = nn.LayerNorm(d_model) if block.layer_norm and block.mlp else nn.Identity()
+        hidden = block.mlp_ratio * d_model
         self.mlp = nn.Sequential(
-            nn.Linear(d_model, mlp_ratio * d_model),
-            nn.GELU(),
-            nn.Linear(mlp_ratio * d_model, d_model),
-            nn.Dropout(dropout),
-        ) if mlp else None
+            nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, d_model), nn.Dropout(dropout),
+        ) if block.mlp else None
 
     def forward(self, x: Tensor, source: Tensor | None = None, *, key_padding_mask: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -49,39 +57,49 @@ class Block(nn.Module):
 class SequenceModel(nn.Module):
     """Maps (B, T) token ids to (B, T, vocab) logits, one prediction per position."""
 
-    def __init__(self, vocab_size: int, *, attention: str, d_model: int, num_heads: int, layers: int,
-                 context_length: int, causal: bool = False, dropout: float = 0.0, qkv_bias: bool = False,
-                 normalize: str = "softmax", residual: bool = True, layer_norm: bool = True,
-                 mlp: bool = True, mlp_ratio: int = 4) -> None:
+    def __init__(self, config: ModelConfig, vocab_size: int) -> None:
         super().__init__()
-        self.encoder_decoder = attention == "cross"
+        self.config = config
+        self.encoder_decoder = config.encoder_decoder
+        d_model = config.d_model
         self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.position_embedding = nn.Embedding(context_length, d_model)
-        self.dropout = nn.Dropout(dropout)
-
-        def block(variant: str, heads: int) -> Block:
-            options = {"normalize": normalize} if variant == "simple" else {}
-            attn = build_attention(variant, d_in=d_model, d_out=attention_width(variant, d_model, heads),
-                                   num_heads=heads, qkv_bias=qkv_bias, dropout=dropout,
-                                   causal=causal and variant != "cross", **options)
-            return Block(attn, d_model, residual=residual, layer_norm=layer_norm, mlp=mlp,
-                         mlp_ratio=mlp_ratio, dropout=dropout)
-
-        if self.encoder_decoder:
-            self.encoder = nn.ModuleList(block("self", 1) for _ in range(layers))
-            self.output_queries = nn.Embedding(context_length, d_model)  # one learned query per output slot
-            self.blocks = nn.ModuleList(block("cross", 1) for _ in range(layers))
+        position = Position(config.position)
+        self.position_embedding = nn.Embedding(config.context_length, d_model) if position is Position.learned else None
+        if position is Position.sinusoidal:  # fixed: a buffer, not a parameter
+            self.register_buffer("position_table", sinusoidal_table(config.context_length, d_model), persistent=False)
         else:
-            self.blocks = nn.ModuleList(block(attention, num_heads) for _ in range(layers))
-        self.final_norm = nn.LayerNorm(d_model) if layer_norm else nn.Identity()
+            self.position_table = None
+        self.dropout = nn.Dropout(config.dropout)
+        if self.encoder_decoder:
+            self.encoder = nn.ModuleList(self.block("self", 1) for _ in range(config.layers))
+            self.output_queries = nn.Embedding(config.context_length, d_model)  # one learned query per output slot
+        self.blocks = nn.ModuleList(self.block(config.name, config.num_heads) for _ in range(config.layers))
+        self.final_norm = nn.LayerNorm(d_model) if config.block.layer_norm else nn.Identity()
         self.lm_head = nn.Linear(d_model, vocab_size)
+
+    def block(self, variant: str, num_heads: int) -> Block:
+        config = self.config
+        # Variant-specific options are set only by that variant's yaml (configs/model/simple.yaml: normalize).
+        options = {"normalize": config.normalize} if config.normalize is not None and variant == config.name else {}
+        position = Position(config.position)
+        attention = build_attention(
+            variant, d_in=config.d_model, d_out=ATTENTION_REGISTRY[variant].d_out_for(config.d_model, num_heads),
+            num_heads=num_heads, kv_heads=config.kv_heads if variant == config.name else None,
+            qkv_bias=config.qkv_bias, dropout=config.dropout, causal=Mask(config.mask) is Mask.causal,
+            window=config.window, position=position.value if position in INSIDE_ATTENTION else None, **options,
+        )
+        return Block(attention, config.d_model, config.block, config.dropout)
 
     def forward(self, tokens: Tensor, *, key_padding_mask: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
-        """tokens: (B, T). Returns logits (B, T, vocab) and, when need_weights, one (B, H, T, T)
-        weight tensor per block (the decoder's cross-attention blocks for ``cross``)."""
-        positions = self.position_embedding.weight[: tokens.shape[1]]  # (T, d_model)
-        x = self.dropout(self.token_embedding(tokens) + positions)  # (B, T, d_model)
+        """tokens: (B, T). Returns logits (B, T, vocab) and, when need_weights, one (B, H, T, T) weight
+        tensor per block (the decoder's cross-attention blocks for an encoder-decoder)."""
+        x = self.token_embedding(tokens)  # (B, T, d_model)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding.weight[: tokens.shape[1]]  # (T, d_model), broadcast over B
+        elif self.position_table is not None:
+            x = x + self.position_table[: tokens.shape[1]]
+        x = self.dropout(x)
         source = None
         if self.encoder_decoder:
             for layer in self.encoder:

@@ -1,21 +1,17 @@
-"""What every attention module shares: argument checks, batching and masks."""
+"""What every attention module shares: batching, masks, positions inside attention, and the class contract."""
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from attention_lab.attention.functional import AttentionOutput, attend, padding_to_attn_mask
-
-
-def check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def check_dropout(dropout: object) -> None:
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
+from attention_lab.attention.alibi import alibi_bias
+from attention_lab.attention.arguments import INSIDE_ATTENTION
+from attention_lab.attention.functional import AttentionOutput, attend
+from attention_lab.attention.masks import padding_to_attn_mask
+from attention_lab.attention.rope import apply_rope
 
 
 def check_key_padding_mask(key_padding_mask: Tensor, source: Tensor) -> None:
@@ -30,18 +26,35 @@ def check_key_padding_mask(key_padding_mask: Tensor, source: Tensor) -> None:
 class AttentionModule(nn.Module):
     """Base class: ``forward(x, source=None, *, key_padding_mask=None, need_weights=False)``.
 
-    Subclasses implement ``project(x, source) -> (q, k, v)`` with shapes (B, H, T, d) and
-    ``merge(context)`` (B, H, T_q, d_v) -> (B, T_q, output_dim). ``x`` may be (T, d_in) or
-    (B, T, d_in): unbatched in, unbatched out (weights then come back as (H, T_q, T_k)).
+    Subclasses implement ``project(x, source) -> (q, k, v)`` with shapes (B, H, T, d) (k and v may
+    have fewer heads than q: grouped-query attention) and ``merge(context)`` (B, H, T_q, d_v) ->
+    (B, T_q, output_dim). ``x`` may be (T, d_in) or (B, T, d_in): unbatched in, unbatched out
+    (weights then come back as (H, T_q, T_k)).
+
+    Every variant declares what it is, so that callers never need its name:
     """
 
-    takes_source = False  # True only for encoder-decoder (cross) attention
+    takes_source: ClassVar[bool]  # encoder-decoder: keys and values come from a second sequence
+    multi_head: ClassVar[bool]  # accepts num_heads > 1
+    grouped_kv: ClassVar[bool]  # accepts kv_heads < num_heads (grouped-query attention)
+    projects: ClassVar[bool]  # has query/key projections, so rope and alibi make sense
+    options: ClassVar[tuple[str, ...]] = ()  # its own build_attention keywords (e.g. normalize)
 
-    def __init__(self, *, causal: bool = False, dropout: float = 0.0) -> None:
+    @classmethod
+    def d_out_for(cls, d_model: int, num_heads: int) -> int:
+        """The d_out to ask for so that the output is d_model wide."""
+        return d_model
+
+    def __init__(self, *, num_heads: int = 1, kv_heads: int | None = None, causal: bool = False,
+                 dropout: float = 0.0, window: int | None = None, position: str | None = None) -> None:
         super().__init__()
-        check_dropout(dropout)
-        self.causal = bool(causal)
+        self.num_heads = num_heads
+        self.kv_heads = num_heads if kv_heads is None else kv_heads
+        self.causal = causal
         self.dropout = float(dropout)
+        self.window = window
+        # learned / sinusoidal / none act on the embeddings (or not at all): nothing to do in here.
+        self.position = position if position in INSIDE_ATTENTION else None
 
     def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         raise NotImplementedError
@@ -52,12 +65,18 @@ class AttentionModule(nn.Module):
         return context.transpose(1, 2).reshape(b, t, h * d)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
+        bias = None
+        if self.position == "alibi":
+            bias = alibi_bias(q.shape[-3], q.shape[-2], k.shape[-2], device=q.device, dtype=q.dtype)
         return attend(
             q, k, v,
             causal=self.causal,
             mask=mask,
+            window=self.window,
+            bias=bias,
             need_weights=need_weights,
             dropout_p=self.dropout if self.training else 0.0,
+            enable_gqa=k.shape[-3] != q.shape[-3],
         )
 
     def forward(
@@ -84,18 +103,12 @@ class AttentionModule(nn.Module):
         if key_padding_mask is not None:
             check_key_padding_mask(key_padding_mask, source)
 
-        q, k, v = self.project(x, source)  # (B, H, T_q, d_k), (B, H, T_k, d_k), (B, H, T_k, d_v)
+        q, k, v = self.project(x, source)  # (B, H, T_q, d_k), (B, H_kv, T_k, d_k), (B, H_kv, T_k, d_v)
+        if self.position == "rope":
+            q, k = apply_rope(q, k)  # per head, after the projection
         context, weights = self.attend(q, k, v, padding_to_attn_mask(key_padding_mask), need_weights)
         context = self.merge(context)  # (B, T_q, output_dim)
         if unbatched:
             context = context.squeeze(0)
             weights = None if weights is None else weights.squeeze(0)
         return AttentionOutput(context, weights)
-
-
-def require_single_head(variant: str, num_heads: int) -> None:
-    if num_heads != 1:
-        raise ValueError(
-            f"num_heads must be 1 for '{variant}' (a single head), got {num_heads}; "
-            "use 'multihead' or 'multihead_concat' for several heads"
-        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.registry import register
 from attention_lab.attention.self_attention import SelfAttention
 
@@ -15,12 +16,15 @@ class CrossAttention(SelfAttention):
     """
 
     takes_source = True
-    variant = "cross"
+    multi_head = False
+    grouped_kv = False
+    projects = True  # but rope and alibi are rejected: query i and key i are not at comparable positions
 
     def __init__(self, d_in: int, d_out: int, *, causal: bool = False, **kwargs) -> None:
         if causal:
-            raise ValueError(
+            raise AttentionArgumentError(
+                "causal", causal, "False for 'cross'",
                 "causal must be False for 'cross': queries and keys come from different sequences; "
-                "use key_padding_mask to hide source positions"
+                "use key_padding_mask to hide source positions",
             )
         super().__init__(d_in, d_out, causal=False, **kwargs)

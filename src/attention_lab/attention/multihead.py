@@ -1,10 +1,16 @@
-"""Multi-head attention with split heads and an output projection (ch. 3 MultiHeadAttention, 004)."""
+"""Multi-head attention with split heads and an output projection (ch. 3 MultiHeadAttention, 004).
+
+With ``kv_heads`` < num_heads it is grouped-query attention (Ainslie et al. 2023, "GQA"; ch. 4 of
+"Build an LLM from scratch"): keys and values have only ``kv_heads`` heads, each shared by
+num_heads / kv_heads query heads. ``kv_heads=1`` is multi-query attention (Shazeer 2019).
+"""
 
 from __future__ import annotations
 
 from torch import Tensor, nn
 
 from attention_lab.attention.base import AttentionModule
+from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.registry import register
 
 
@@ -13,29 +19,37 @@ class MultiHeadAttention(AttentionModule):
     """Project to d_out once, split into num_heads heads of head_dim = d_out / num_heads,
     attend per head, concatenate, then mix the heads with ``out_proj``."""
 
-    def __init__(self, d_in: int, d_out: int, *, num_heads: int = 1, d_v: int | None = None,
-                 qkv_bias: bool = False, dropout: float = 0.0, causal: bool = False) -> None:
-        super().__init__(causal=causal, dropout=dropout)
-        if d_out % num_heads:
-            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads}) for 'multihead'")
+    takes_source = False
+    multi_head = True
+    grouped_kv = True
+    projects = True
+
+    def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False, **common) -> None:
+        super().__init__(**common)
+        if d_out % self.num_heads:
+            raise AttentionArgumentError(
+                "num_heads", self.num_heads, f"a divisor of d_out ({d_out})",
+                f"d_out ({d_out}) must be divisible by num_heads ({self.num_heads}) for 'multihead'")
         if d_v not in (None, d_out):
-            raise ValueError(f"d_v must equal d_out for 'multihead' (heads split one width), got d_v={d_v}")
-        self.num_heads = num_heads
-        self.head_dim = d_out // num_heads
+            raise AttentionArgumentError(
+                "d_v", d_v, f"None or d_out ({d_out}) for 'multihead'",
+                f"d_v must equal d_out for 'multihead' (heads split one width), got d_v={d_v}")
+        self.head_dim = d_out // self.num_heads
+        kv_width = self.kv_heads * self.head_dim  # = d_out without grouping
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, kv_width, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, kv_width, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)  # combines the heads' outputs
         self.output_dim = d_out
 
-    def split_heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape  # (B, T, d_out) -> (B, H, T, head_dim)
-        return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+    def split_heads(self, x: Tensor, heads: int) -> Tensor:
+        b, t, _ = x.shape  # (B, T, heads * head_dim) -> (B, heads, T, head_dim)
+        return x.view(b, t, heads, self.head_dim).transpose(1, 2)
 
     def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        queries = self.split_heads(self.W_query(x))
-        keys = self.split_heads(self.W_key(source))
-        values = self.split_heads(self.W_value(source))
+        queries = self.split_heads(self.W_query(x), self.num_heads)
+        keys = self.split_heads(self.W_key(source), self.kv_heads)
+        values = self.split_heads(self.W_value(source), self.kv_heads)
         return queries, keys, values
 
     def merge(self, context: Tensor) -> Tensor:

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.attention.base import AttentionModule
+from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.registry import register
 from attention_lab.attention.self_attention import SelfAttention
 
@@ -18,14 +19,27 @@ class MultiHeadAttentionWrapper(AttentionModule):
     random initialisation matches the notebooks' loop over heads.
     """
 
-    def __init__(self, d_in: int, d_out: int, *, num_heads: int = 1, d_v: int | None = None,
-                 qkv_bias: bool = False, dropout: float = 0.0, causal: bool = False) -> None:
-        super().__init__(causal=causal, dropout=dropout)
-        self.heads = nn.ModuleList(
-            SelfAttention(d_in, d_out, d_v=d_v, qkv_bias=qkv_bias, dropout=dropout, causal=causal)
-            for _ in range(num_heads)
-        )
-        self.output_dim = num_heads * self.heads[0].output_dim
+    takes_source = False
+    multi_head = True
+    grouped_kv = False  # every head has its own keys and values
+    projects = True
+
+    @classmethod
+    def d_out_for(cls, d_model: int, num_heads: int) -> int:
+        if d_model % num_heads:
+            raise AttentionArgumentError(
+                "num_heads", num_heads, f"a divisor of d_model ({d_model})",
+                f"num_heads ({num_heads}) must divide d_model ({d_model}) for 'multihead_concat': "
+                "the heads' outputs are concatenated")
+        return d_model // num_heads  # num_heads heads of this width side by side
+
+    def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False, **common) -> None:
+        super().__init__(**common)
+        # The heads only project: masks, positions and dropout apply once, to all heads together.
+        self.heads = nn.ModuleList(SelfAttention(d_in, d_out, d_v=d_v, qkv_bias=qkv_bias)
+                                   for _ in range(self.num_heads))
+        self.head_dim = d_out
+        self.output_dim = self.num_heads * self.heads[0].output_dim
 
     def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         # Each head gives (B, 1, T, d); stacking them on dim 1 runs all heads in one attend call.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from attention_lab.attention.base import AttentionModule, require_single_head
+from attention_lab.attention.base import AttentionModule
 from attention_lab.attention.registry import register
 
 
@@ -16,16 +16,18 @@ class SelfAttention(AttentionModule):
     d_q = d_k = 24 and d_v = 28.
     """
 
-    variant = "self"
+    takes_source = False
+    multi_head = False
+    grouped_kv = False
+    projects = True
 
-    def __init__(self, d_in: int, d_out: int, *, num_heads: int = 1, d_v: int | None = None,
-                 qkv_bias: bool = False, dropout: float = 0.0, causal: bool = False) -> None:
-        super().__init__(causal=causal, dropout=dropout)
-        require_single_head(self.variant, num_heads)
+    def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False, **common) -> None:
+        super().__init__(**common)
         d_v = d_out if d_v is None else d_v
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_v, bias=qkv_bias)
+        self.head_dim = d_out
         self.output_dim = d_v
 
     def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attention_lab.attention.base import AttentionModule, require_single_head
-from attention_lab.attention.functional import AttentionOutput, attend, causal_mask
+from attention_lab.attention.base import AttentionModule
+from attention_lab.attention.errors import AttentionArgumentError
+from attention_lab.attention.functional import AttentionOutput, attend
+from attention_lab.attention.masks import allowed_keys
 from attention_lab.attention.registry import register
 
 NORMALIZATIONS = ("softmax", "sum")
@@ -20,18 +22,30 @@ class SimpleAttention(AttentionModule):
     notebook shows before explaining why softmax is better.
     """
 
-    def __init__(self, d_in: int, d_out: int, *, num_heads: int = 1, d_v: int | None = None,
-                 qkv_bias: bool = False, dropout: float = 0.0, causal: bool = False,
-                 normalize: str = "softmax") -> None:
-        super().__init__(causal=causal, dropout=dropout)
-        require_single_head("simple", num_heads)
-        if d_out != d_in or d_v not in (None, d_in):
-            raise ValueError(f"d_out must equal d_in for 'simple' (it has no weights), got d_in={d_in}, d_out={d_out}")
+    takes_source = False
+    multi_head = False
+    grouped_kv = False
+    projects = False  # the inputs are their own queries and keys: no rope, no alibi
+    options = ("normalize",)
+
+    def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
+                 normalize: str = "softmax", **common) -> None:
+        super().__init__(**common)
+        if d_out != d_in:
+            raise AttentionArgumentError(
+                "d_out", d_out, f"d_in ({d_in}) for 'simple'",
+                f"d_out must equal d_in for 'simple' (it has no weights), got d_in={d_in}, d_out={d_out}")
+        if d_v not in (None, d_in):
+            raise AttentionArgumentError(
+                "d_v", d_v, f"None or d_in ({d_in}) for 'simple'",
+                f"d_out must equal d_in for 'simple' (it has no weights), and so must d_v, got d_v={d_v}")
         if qkv_bias:
-            raise ValueError("qkv_bias must be False for 'simple': it has no query/key/value weights")
+            raise AttentionArgumentError("qkv_bias", qkv_bias, "False for 'simple'",
+                                         "qkv_bias must be False for 'simple': it has no query/key/value weights")
         if normalize not in NORMALIZATIONS:
-            raise ValueError(f"normalize must be one of {', '.join(NORMALIZATIONS)}, got {normalize!r}")
+            raise AttentionArgumentError("normalize", normalize, f"one of {', '.join(NORMALIZATIONS)}")
         self.normalize = normalize
+        self.head_dim = d_in
         self.output_dim = d_in
 
     def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -40,14 +54,13 @@ class SimpleAttention(AttentionModule):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
         if self.normalize == "softmax":
-            return attend(q, k, v, causal=self.causal, mask=mask, scale=1.0, need_weights=need_weights,
-                          dropout_p=self.dropout if self.training else 0.0)
+            return attend(q, k, v, causal=self.causal, mask=mask, window=self.window, scale=1.0,
+                          need_weights=need_weights, dropout_p=self.dropout if self.training else 0.0)
         scores = q @ k.transpose(-2, -1)  # (B, 1, T, T)
-        if self.causal:
-            allowed = causal_mask(q.shape[-2], k.shape[-2], q.device)
-            mask = allowed if mask is None else mask & allowed
-        if mask is not None:
-            scores = scores.masked_fill(~mask, 0.0)
+        allowed = allowed_keys(q.shape[-2], k.shape[-2], causal=self.causal, window=self.window, mask=mask,
+                               device=q.device)
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, 0.0)
         totals = scores.sum(dim=-1, keepdim=True)
         weights = torch.where(totals == 0, torch.zeros_like(scores), scores / totals)
         return AttentionOutput(weights @ v, weights if need_weights else None)

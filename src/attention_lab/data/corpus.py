@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from attention_lab.config import ConfigError
+from attention_lab.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

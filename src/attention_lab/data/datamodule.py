@@ -1,25 +1,75 @@
-"""LightningDataModule for the sentence tasks."""
+"""LightningDataModule for the sentence tasks. Its training batches can resume mid-epoch: a resumed run sees
+the same batches as an uninterrupted one, so that its final metrics are identical."""
 
 from __future__ import annotations
 
+import random
+
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Sampler, TensorDataset
 
-from attention_lab.data.corpus import Vocabulary, read_sentences
-from attention_lab.data.tasks import build_pairs, to_tensors
+from attention_lab.config import TaskConfig, typed
+from attention_lab.data.corpus import PAD_ID, Vocabulary, read_sentences
+from attention_lab.data.tasks import Pairs, build_task
+
+
+def to_tensors(pairs: Pairs, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad to (N, max_len) with PAD_ID; the loss ignores PAD targets."""
+    inputs = torch.full((len(pairs), max_len), PAD_ID, dtype=torch.long)
+    targets = torch.full((len(pairs), max_len), PAD_ID, dtype=torch.long)
+    for row, (src, tgt) in enumerate(pairs):
+        inputs[row, :len(src)] = torch.tensor(src)
+        targets[row, :len(tgt)] = torch.tensor(tgt)
+    return inputs, targets
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """Shuffles like ``shuffle=True``, but the order of epoch e depends only on (seed, e), and a restored state
+    skips the samples the interrupted run had already drawn in that epoch."""
+
+    def __init__(self, size: int, seed: int) -> None:
+        self.size, self.seed, self.epoch = size, seed, 0
+        self.consumed = 0  # samples drawn in the current epoch
+        self.resume_at: tuple[int, int] | None = None  # (epoch, samples to skip) from a checkpoint
+
+    def set_epoch(self, epoch: int) -> None:  # called by Lightning before each epoch
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        order = torch.randperm(self.size, generator=generator).tolist()
+        skip = self.resume_at[1] if self.resume_at is not None and self.resume_at[0] == self.epoch else 0
+        self.resume_at = None
+        self.consumed = skip
+        for index in order[skip:]:
+            self.consumed += 1
+            yield index
+
+
+class ResumableDataLoader(DataLoader):
+    """A DataLoader with state_dict/load_state_dict: Lightning stores its position in every checkpoint."""
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.sampler.epoch, "consumed": self.sampler.consumed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state:
+            self.sampler.resume_at = (int(state["epoch"]), int(state["consumed"]))
 
 
 class SentenceTaskDataModule(L.LightningDataModule):
-    """Builds the vocabulary at construction (the model needs its size) and the data in setup()."""
+    """Reads the corpus and builds the vocabulary at construction (the model needs its size), the data in
+    setup()."""
 
-    def __init__(self, name: str, *, corpus: str | None = None, min_len: int = 3, max_len: int = 8,
-                 train_size: int = 4000, val_size: int = 500, batch_size: int = 64, seed: int = 0) -> None:
+    def __init__(self, task: TaskConfig | dict, *, batch_size: int = 64, seed: int = 0) -> None:
         super().__init__()
-        self.name, self.min_len, self.max_len = name, min_len, max_len
-        self.train_size, self.val_size = train_size, val_size
+        self.task = task if isinstance(task, TaskConfig) else typed(TaskConfig, task)
         self.batch_size, self.seed = batch_size, seed
-        self.sentences = read_sentences(corpus)
+        self.sentences = read_sentences(self.task.corpus)
         self.vocab = Vocabulary.from_sentences(self.sentences)
         self.train_set: TensorDataset | None = None
         self.val_set: TensorDataset | None = None
@@ -27,14 +77,18 @@ class SentenceTaskDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        train, val = build_pairs(self.name, self.vocab, self.sentences, train_size=self.train_size,
-                                 val_size=self.val_size, min_len=self.min_len, max_len=self.max_len, seed=self.seed)
-        self.train_set = TensorDataset(*to_tensors(train, self.max_len))
-        self.val_set = TensorDataset(*to_tensors(val, self.max_len))
+        train, val = build_task(self.task.name).pairs(self.vocab, self.sentences, self.task, random.Random(self.seed))
+        self.train_set = TensorDataset(*to_tensors(train, self.task.max_len))
+        self.val_set = TensorDataset(*to_tensors(val, self.task.max_len))
 
     def train_dataloader(self) -> DataLoader:
-        generator = torch.Generator().manual_seed(self.seed)
-        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, generator=generator)
+        if self.trainer is not None and self.trainer.world_size > 1:  # Lightning's distributed sampler
+            return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True,
+                              generator=torch.Generator().manual_seed(self.seed))
+        # Own generator: creating the iterator then draws nothing from the global RNG.
+        return ResumableDataLoader(self.train_set, batch_size=self.batch_size,
+                                   sampler=EpochShuffleSampler(len(self.train_set), self.seed),
+                                   generator=torch.Generator().manual_seed(self.seed))
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=max(self.batch_size, 256))

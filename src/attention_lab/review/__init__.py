@@ -1,11 +1,13 @@
 """Review tools for trained runs and sweeps (``scripts/visualize.py``, ``scripts/compare.py``).
 
-- :mod:`attention_lab.review.maps`: load a run's checkpoint, run a sentence, draw the
-  layers x heads heatmap grid, add the maps to the run's TensorBoard.
-- :mod:`attention_lab.review.html_view`: a self-contained, bertviz-style interactive head view.
-- :mod:`attention_lab.review.compare`: one row per sweep job (overrides, metrics, status), as a
-  rich table, CSV, Markdown and a bar chart.
-- :mod:`attention_lab.review.cli`: ``key=value`` argument parsing shared by both scripts.
+- :mod:`~attention_lab.review.cli`: ``key=value`` arguments, one-line errors and the ``--out`` check of both scripts.
+- :mod:`~attention_lab.review.attention_maps`: the attention of one sentence, layer by layer and head by head.
+- :mod:`~attention_lab.review.maps`: a run's checkpoint (loaded as data, ``weights_only``) and config -> maps.
+- :mod:`~attention_lab.review.grid`: the layers x heads heatmap grid as a PNG.
+- :mod:`~attention_lab.review.html_view`: a self-contained, bertviz-style interactive head view.
+- :mod:`~attention_lab.review.visualize`: what ``scripts/visualize.py`` does (PNG, HTML, TensorBoard).
+- :mod:`~attention_lab.review.sweep`: one record per sweep job, from the files the project writes.
+- :mod:`~attention_lab.review.compare`: those records as a rich table, CSV, Markdown and a bar chart.
 
 This package's ``__init__`` and ``cli`` stay light (no torch), so ``--help`` and argument errors are fast.
 """

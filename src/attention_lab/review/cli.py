@@ -1,11 +1,14 @@
-"""Hydra-style ``key=value`` arguments for the review scripts, parsed without Hydra or torch."""
+"""The command line of the review scripts, without Hydra or torch: ``key=value`` arguments, one-line
+errors, and the output directory (``--out``) checked before any work is done."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 
 class ReviewError(ValueError):
@@ -68,3 +71,20 @@ def setup_logging() -> None:
     logger.handlers[:] = [handler]
     logger.setLevel(logging.INFO)
     logger.propagate = False
+
+
+def output_dir(out: str | Path | None, *, default: Path) -> Path:
+    """The directory given as ``--out`` (or ``default``), created if missing and checked by writing a
+    temporary file in it. An unusable one raises ReviewError with one line naming ``--out``."""
+    path = Path(out).expanduser() if out else default
+    setting = f"--out={out}" if out else f"the default output directory {path} (no --out given)"
+    if path.exists() and not path.is_dir():
+        raise ReviewError(f"{setting} is invalid: it is a file; pass a directory (created if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        raise ReviewError(f"{setting} is not writable ({err.strerror or type(err).__name__}): "
+                          "pass a directory you can write to with --out DIR") from None
+    return path

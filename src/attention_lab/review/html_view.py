@@ -13,10 +13,8 @@ import html
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from attention_lab.review.maps import AttentionMaps
+from attention_lab.review.attention_maps import AttentionMaps
 
 HEAD_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]  # d3 category10, as bertviz

@@ -1,5 +1,5 @@
-"""Attention maps of any sentence from a trained run: a layers x heads heatmap grid (PNG), the
-interactive head view (HTML, see :mod:`attention_lab.review.html_view`) and TensorBoard images.
+"""A trained run's attention maps: find its checkpoint and config, load the model without running
+any code from the checkpoint, and collect the attention of a sentence through every layer and head.
 
 Finding the run's files (:func:`find_run`) needs neither torch nor Lightning, so a wrong path fails
 fast; :func:`load_module` and everything after it import them.
@@ -7,20 +7,18 @@ fast; :func:`load_module` and everything after it import them.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import textwrap
-from dataclasses import dataclass, field
-from datetime import datetime
+import pickle
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attention_lab.review.attention_maps import AttentionMaps
 from attention_lab.review.cli import ReviewError
 
 log = logging.getLogger(__name__)
 
-DPI = 100
 CHECKPOINT_NAMES = ("best.ckpt", "last.ckpt")
 
 
@@ -31,32 +29,6 @@ class RunFiles:
     run_dir: Path
     checkpoint: Path
     config: Any = None  # DictConfig of <run>/.hydra/config.yaml, unresolved; None without it
-
-
-@dataclass
-class AttentionMaps:
-    """Attention of one sentence through every layer and head of a model."""
-
-    text: str
-    words: list[str]  # keys: the input words as the model saw them (unknown words -> <unk>)
-    query_words: list[str]  # rows: the same words, or output positions for encoder-decoder models
-    predictions: list[str]
-    weights: list[Any]  # one (H, T_q, T_k) numpy array per layer
-    encoder_decoder: bool = False
-    description: str = ""  # the run: directory and main settings
-    unknown: list[str] = field(default_factory=list)  # words of the text not in the vocabulary
-
-    @property
-    def layers(self) -> int:
-        return len(self.weights)
-
-    @property
-    def heads(self) -> int:
-        return int(self.weights[0].shape[0]) if self.weights else 0
-
-    @property
-    def query_axis(self) -> str:
-        return "output position" if self.encoder_decoder else "query"
 
 
 # ---------------------------------------------------------------------------------------------- run files
@@ -98,34 +70,50 @@ def load_run_config(run_dir: Path):
     return OmegaConf.load(config_file)
 
 
-def describe_run(files: RunFiles, hparams: dict[str, Any]) -> str:
-    """One line: the run directory and the settings that shape its attention maps."""
-    cfg = files.config
-    if cfg is not None:
-        model, block, task = cfg.get("model", {}), cfg.get("block", {}), cfg.get("task", {})
-        parts = [f"model={model.get('name', hparams.get('attention'))}", f"heads={hparams.get('num_heads')}",
-                 f"layers={hparams.get('layers')}", f"d_model={hparams.get('d_model')}", f"mask={hparams.get('mask')}",
-                 f"block={block.get('name', '?')}", f"task={task.get('name', '?')}"]
-    else:
-        parts = [f"model={hparams.get('attention')}", f"heads={hparams.get('num_heads')}",
-                 f"layers={hparams.get('layers')}", f"d_model={hparams.get('d_model')}", f"mask={hparams.get('mask')}"]
+def describe_run(files: RunFiles, module) -> str:
+    """One line: the run directory and the settings that shape its attention maps. The model's settings
+    come from the checkpoint's hparams (exact for these weights), the task from the run's config."""
+    config = module.config
+    mask = getattr(config.mask, "value", config.mask)
+    block = config.block.get("name") if isinstance(config.block, dict) else getattr(config.block, "name", "?")
+    task = files.config.get("task", {}).get("name", "?") if files.config is not None else "?"
+    parts = [f"variant={config.name}", f"heads={config.num_heads}", f"d_model={config.d_model}",
+             f"layers={config.layers}", f"mask={mask}", f"block={block}", f"task={task}"]
     run_name = "/".join(files.run_dir.resolve().parts[-2:])
     return f"{run_name} · {' '.join(parts)} · {files.checkpoint.name}"
 
 
 def load_module(files: RunFiles):
-    """(AttentionLitModule in eval mode on the CPU, global step of the checkpoint)."""
+    """(AttentionLitModule in eval mode on the CPU, global step of the checkpoint).
+
+    Both loads use ``weights_only=True``: a checkpoint is data. One whose unpickling needs anything beyond
+    tensors and plain values (which could run code) is refused with a ReviewError, not loaded."""
     import torch
 
     from attention_lab.lit_module import AttentionLitModule
 
     try:
-        module = AttentionLitModule.load_from_checkpoint(files.checkpoint, map_location="cpu")
-        step = int(torch.load(files.checkpoint, map_location="cpu", weights_only=False).get("global_step", 0))
+        with open(files.checkpoint, "rb") as handle:
+            if not zipfile.is_zipfile(handle):  # torch.save writes zip archives
+                raise ReviewError(f"cannot load checkpoint {files.checkpoint}: it is not a file written by "
+                                  "torch.save (truncated, or of another program)")
+        checkpoint = torch.load(files.checkpoint, map_location="cpu", weights_only=True)
+        hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+        if not isinstance(hparams, dict) or not {"model", "vocab"} <= set(hparams):
+            raise ReviewError(f"cannot load checkpoint {files.checkpoint}: its hparams hold no model config and "
+                              "vocabulary (a checkpoint of another program, or of an older attention-lab)")
+        module = AttentionLitModule.load_from_checkpoint(files.checkpoint, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise ReviewError(f"cannot load checkpoint {files.checkpoint}: it holds objects other than tensors and "
+                          "plain values, and unpickling them could run code; refused (only checkpoints "
+                          "written by scripts/train.py are loaded)") from None
+    except ReviewError:
+        raise
     except Exception as err:  # a truncated or foreign file: one line, not a traceback
-        raise ReviewError(f"cannot load checkpoint {files.checkpoint}: {type(err).__name__}: {err}".splitlines()[0]) from None
+        first_line = f"{type(err).__name__}: {err}".splitlines()[0]
+        raise ReviewError(f"cannot load checkpoint {files.checkpoint}: {first_line}") from None
     module.eval()
-    return module, step
+    return module, int(checkpoint.get("global_step", 0))
 
 
 # ---------------------------------------------------------------------------------------------- words -> maps
@@ -152,7 +140,7 @@ def prepare_words(text: str, vocab: list[str], context_length: int) -> tuple[lis
 
 def compute_maps(module, text: str, *, description: str = "") -> AttentionMaps:
     """Run ``text`` through ``module`` (an AttentionLitModule) and collect every layer's weights."""
-    words, unknown = prepare_words(text, module.vocab, module.hparams.context_length)
+    words, unknown = prepare_words(text, module.vocab, module.config.context_length)
     predictions, weights = module.predict_words([words])
     predictions = predictions[0]
     encoder_decoder = bool(module.model.encoder_decoder)
@@ -161,119 +149,3 @@ def compute_maps(module, text: str, *, description: str = "") -> AttentionMaps:
     arrays = [w[0].detach().float().cpu().numpy() for w in weights]
     return AttentionMaps(text=text, words=words, query_words=query_words, predictions=predictions, weights=arrays,
                          encoder_decoder=encoder_decoder, description=description, unknown=unknown)
-
-
-# ---------------------------------------------------------------------------------------------- PNG grid
-
-def grid_figsize(layers: int, heads: int, n_queries: int, n_keys: int, title_lines: int = 2) -> tuple[float, float]:
-    """Inches of the grid figure: square-ish panels sized for their words, a colorbar, the title."""
-    panel = 1.6 + 0.42 * max(n_queries, n_keys, 3)
-    return round(max(heads * panel + 1.3, 6.5), 2), round(layers * panel + 0.5 + 0.25 * title_lines, 2)
-
-
-def grid_title(maps: AttentionMaps, width_in: float) -> list[str]:
-    """Input and prediction, then the run, wrapped to the figure's width (about 11 characters an inch)."""
-    width = max(40, int(width_in * 11))
-    lines = textwrap.wrap(f"input “{' '.join(maps.words)}”   →   prediction “{' '.join(maps.predictions)}”", width)
-    return lines + (textwrap.wrap(maps.description, width) if maps.description else [])
-
-
-def grid_figure(maps: AttentionMaps):
-    """Rows = layers, columns = heads; words on both axes of every panel; one shared colorbar."""
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import Normalize
-    from matplotlib.figure import Figure
-
-    from attention_lab.plotting import draw_heatmap
-
-    rows, cols = maps.layers, maps.heads
-    n_q, n_k = len(maps.query_words), len(maps.words)
-    title = grid_title(maps, grid_figsize(rows, cols, n_q, n_k)[0])
-    fig = Figure(figsize=grid_figsize(rows, cols, n_q, n_k, len(title)), dpi=DPI, layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False)
-    for layer in range(rows):
-        for head in range(cols):
-            ax = axes[layer][head]
-            draw_heatmap(ax, maps.weights[layer][head], maps.query_words, maps.words, f"layer {layer} · head {head}")
-            ax.set_xlabel("key (attended to)" if layer == rows - 1 else "")
-            ax.set_ylabel(maps.query_axis if head == 0 else "")
-    fig.colorbar(ScalarMappable(Normalize(0.0, 1.0), cmap="viridis"), ax=axes, shrink=min(1.0, 0.9 / rows ** 0.5),
-                 label="attention weight")
-    fig.suptitle("\n".join(title), fontsize=11)
-    return fig
-
-
-def save_grid_png(maps: AttentionMaps, path: Path) -> Path:
-    """The grid as a 256-colour PNG (a third of the RGBA size, same look), its layout in the metadata."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from PIL import Image, PngImagePlugin
-
-    canvas = FigureCanvasAgg(grid_figure(maps))
-    canvas.draw()
-    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba()).convert("RGB")
-    info = PngImagePlugin.PngInfo()
-    layout = {"layers": maps.layers, "heads": maps.heads, "query_words": maps.query_words, "key_words": maps.words,
-              "title": canvas.figure.get_suptitle().splitlines()}
-    info.add_text("Title", maps.text)
-    info.add_text("Description", json.dumps(layout))
-    info.add_text("Software", "attention-lab scripts/visualize.py")
-    image.quantize(256, method=Image.Quantize.MEDIANCUT).save(path, pnginfo=info, optimize=True)
-    return path
-
-
-# ---------------------------------------------------------------------------------------------- outputs
-
-def slugify(text: str, max_len: int = 40) -> str:
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
-    return slug[:max_len].rstrip("-") or "text"
-
-
-def unique_stem(out_dir: Path, text: str, suffixes: tuple[str, ...] = (".png", ".html")) -> str:
-    """``<slug of text>-<timestamp>``, with ``-2``, ``-3``... if those files exist: never overwrites."""
-    base = f"{slugify(text)}-{datetime.now():%Y%m%d-%H%M%S}"
-    stem, n = base, 1
-    while any((out_dir / f"{stem}{suffix}").exists() for suffix in suffixes):
-        n += 1
-        stem = f"{base}-{n}"
-    return stem
-
-
-def add_to_tensorboard(maps: AttentionMaps, log_dir: Path, step: int, tag: str) -> None:
-    """The grid and one figure per head, under ``visualize/<tag>/...`` in the run's TensorBoard."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    from attention_lab.plotting import attention_figure
-
-    writer = SummaryWriter(log_dir=str(log_dir))
-    try:
-        writer.add_figure(f"visualize/{tag}/grid", grid_figure(maps), step, close=False)
-        for layer, layer_weights in enumerate(maps.weights):
-            for head, head_weights in enumerate(layer_weights):
-                fig = attention_figure(head_weights, maps.query_words, maps.words, f"layer {layer}, head {head}")
-                writer.add_figure(f"visualize/{tag}/layer{layer}/head{head}", fig, step, close=False)
-        writer.add_text(f"visualize/{tag}/text", f"{' '.join(maps.words)} → {' '.join(maps.predictions)}", step)
-    finally:
-        writer.close()
-
-
-def visualize(run: str | Path, text: str | None = None, *, out: str | Path | None = None,
-              tensorboard: bool = False) -> dict[str, Any]:
-    """What ``scripts/visualize.py`` does. Returns the maps and the paths written."""
-    from attention_lab.review.html_view import write_html
-
-    files = find_run(run)
-    if text is None:
-        text = (files.config or {}).get("probe") or "Your journey starts with one step"
-        log.info("no text= given: using the run's probe sentence %r", text)
-    module, step = load_module(files)
-    maps = compute_maps(module, text, description=describe_run(files, dict(module.hparams)))
-    out_dir = Path(out).expanduser() if out else files.run_dir / "visualize"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = unique_stem(out_dir, text)
-    result: dict[str, Any] = {"maps": maps, "step": step, "png": save_grid_png(maps, out_dir / f"{stem}.png"),
-                              "html": write_html(maps, out_dir / f"{stem}.html")}
-    if tensorboard:
-        log_dir = files.run_dir / "tensorboard"
-        add_to_tensorboard(maps, log_dir, step, stem)
-        result["tensorboard"] = log_dir
-    return result

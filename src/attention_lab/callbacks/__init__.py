@@ -1,0 +1,1 @@
+"""Lightning callbacks of a training run."""

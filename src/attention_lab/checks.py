@@ -1,0 +1,168 @@
+"""Checks of a composed config that its types cannot express. Each failure is a ConfigError with one line
+naming the setting and what is allowed. Light: no torch import (see :mod:`attention_lab.run.preflight` for the
+checks that need the machine or the data)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import re
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from attention_lab.config import Mask, Position
+from attention_lab.errors import ConfigError
+
+VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what the final validation measures
+ENTROPY_METRIC = re.compile(r"attention_entropy/layer(\d+)/head(\d+)")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Every check that needs nothing but the config."""
+    check_known_keys(cfg)
+    check_sizes(cfg)
+    check_model(cfg)
+    check_masks(cfg)
+    check_optimized_metric(cfg)
+    check_trainer(cfg)
+
+
+def caveats(cfg: DictConfig) -> list[str]:
+    """Settings that run but deserve a word: they are experiments, not mistakes."""
+    notes = []
+    if Position(cfg.model.position) is Position.none and Mask(cfg.mask) is not Mask.causal:
+        notes.append(f"position=none with mask={Mask(cfg.mask).value}: without positions or a causal mask, attention "
+                     "cannot tell the order of the words apart (NoPE works through the causal mask)")
+    return notes
+
+
+def check_known_keys(node: Any, prefix: str = "") -> None:
+    """`+haeds=3` adds a key that no schema declares: an error, with the closest declared name."""
+    if not isinstance(node, DictConfig):
+        return
+    schema = OmegaConf.get_type(node)
+    if dataclasses.is_dataclass(schema):
+        fields = [f.name for f in dataclasses.fields(schema)]
+        for key in node.keys():
+            if key not in fields and key != "hydra":
+                close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.4)
+                hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+                raise ConfigError(f"+{prefix}{key} is invalid: there is no setting '{prefix}{key}'{hint} "
+                                  "(python scripts/train.py --help lists them)")
+    for key in node.keys():
+        if key != "hydra" and not OmegaConf.is_interpolation(node, key):
+            check_known_keys(node.get(key), f"{prefix}{key}.")
+
+
+def positive(key: str, value: Any, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if value is None or isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        shown = "null" if value is None else value
+        raise ConfigError(f"{key}={shown} is invalid: it must be a positive integer")
+
+
+def check_sizes(cfg: DictConfig) -> None:
+    model, task = cfg.model, cfg.task
+    for key in ("heads", "d_model", "layers", "batch_size", "max_steps", "log_attention_every_n_steps"):
+        positive(key, cfg.get(key))
+    for key, value in (("model.context_length", model.context_length), ("task.min_len", task.min_len),
+                       ("task.max_len", task.max_len), ("task.train_size", task.train_size),
+                       ("task.val_size", task.val_size), ("block.mlp_ratio", model.block.mlp_ratio)):
+        positive(key, value)
+    positive("model.num_heads", model.num_heads)
+    positive("max_epochs", cfg.get("max_epochs"), optional=True)
+    positive("threads", cfg.get("threads"), optional=True)
+    if (cfg.get("num_predictions_logged") or 0) < 0:
+        raise ConfigError(f"num_predictions_logged={cfg.num_predictions_logged} is invalid: it must be >= 0")
+    seed = cfg.get("seed")
+    if seed is None or not 0 <= seed < 2**32:
+        raise ConfigError(f"seed={seed} is invalid: it must be an integer in [0, 2**32)")
+    if task.min_len > task.max_len:
+        raise ConfigError(f"task.min_len={task.min_len} is invalid: it must be <= task.max_len={task.max_len}")
+    if task.max_len > model.context_length:
+        raise ConfigError(f"task.max_len={task.max_len} is invalid: sequences longer than the positional table "
+                          f"(model.context_length={model.context_length}) cannot be embedded; raise model.context_length")
+    lr = cfg.get("lr")
+    if lr is None or not 0 < lr < math.inf:
+        raise ConfigError(f"lr={lr} is invalid: the learning rate must be a finite number > 0")
+    weight_decay = cfg.get("weight_decay")
+    if weight_decay is None or not 0 <= weight_decay < math.inf:
+        raise ConfigError(f"weight_decay={weight_decay} is invalid: it must be a finite number >= 0")
+
+
+def check_model(cfg: DictConfig) -> None:
+    model = cfg.model
+    if not 0.0 <= model.dropout < 1.0:
+        raise ConfigError(f"model.dropout={model.dropout} is invalid: it must be in [0, 1)")
+    if model.d_model % model.num_heads:
+        raise ConfigError(f"heads={model.num_heads} does not divide d_model={model.d_model} for model={model.name}: "
+                          "choose heads among the divisors of d_model, or change d_model")
+    position = Position(model.position).value
+    if position not in model.positions:
+        raise ConfigError(f"position={position} is invalid for model={model.name}: that variant takes "
+                          f"position={' or '.join(model.positions)}")
+    if position == "rope" and (model.d_model // model.num_heads) % 2:
+        raise ConfigError(f"position=rope is invalid with d_model={model.d_model} and heads={model.num_heads}: rotary "
+                          "embeddings rotate pairs of dimensions, so d_model / heads must be even")
+    if model.kv_heads is not None:
+        if not model.grouped_kv:
+            raise ConfigError(f"kv_heads={model.kv_heads} is invalid for model={model.name}: only variants with "
+                              "split heads share keys and values (model=multihead); leave kv_heads=null")
+        positive("kv_heads", model.kv_heads)
+        if model.num_heads % model.kv_heads:
+            raise ConfigError(f"kv_heads={model.kv_heads} is invalid: it must divide heads={model.num_heads}")
+    positive("window", model.window, optional=True)
+    if model.normalize not in (None, "softmax", "sum"):
+        raise ConfigError(f"model.normalize={model.normalize} is invalid: choose softmax or sum")
+
+
+def check_masks(cfg: DictConfig) -> None:
+    """The mask must suit both the variant (``model.masks``) and the task (``task.masks``)."""
+    mask, model, task = Mask(cfg.mask).value, cfg.model, cfg.task
+    if mask not in task.masks:
+        raise ConfigError(f"mask={mask} is invalid for task={task.name}: each position would see what it must "
+                          f"predict; use mask={' or '.join(task.masks)}")
+    if mask not in model.masks:
+        if not set(task.masks) & set(model.masks):
+            raise ConfigError(f"task={task.name} is invalid for model={model.name}: the task needs "
+                              f"mask={' or '.join(task.masks)}, which model={model.name} does not take "
+                              f"(it takes mask={' or '.join(model.masks)})")
+        raise ConfigError(f"mask={mask} is invalid for model={model.name}: use mask={' or '.join(model.masks)}")
+
+
+def check_optimized_metric(cfg: DictConfig) -> None:
+    metric = str(cfg.get("optimized_metric"))
+    entropy = ENTROPY_METRIC.fullmatch(metric)
+    if metric in VAL_METRICS:
+        return
+    if entropy and int(entropy[1]) < cfg.model.layers and int(entropy[2]) < cfg.model.num_heads:
+        return
+    raise ConfigError(f"optimized_metric={metric} is invalid: choose one of {', '.join(VAL_METRICS)} or "
+                      f"attention_entropy/layer<l>/head<h> with l < layers={cfg.model.layers} and "
+                      f"h < heads={cfg.model.num_heads}")
+
+
+def check_trainer(cfg: DictConfig) -> None:
+    """The Trainer arguments that Lightning would only reject after training started (or never)."""
+    trainer = cfg.trainer
+    devices = trainer.get("devices")
+    if not (devices == "auto" or devices == -1 or (isinstance(devices, int) and not isinstance(devices, bool)
+                                                   and devices > 0) or OmegaConf.is_list(devices) and len(devices)):
+        raise ConfigError(f"trainer.devices={devices} is invalid: use a positive number of devices, -1 (all), "
+                          "auto, or a list of device indices")
+    interval = trainer.get("val_check_interval")
+    if interval is not None and (isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0):
+        raise ConfigError(f"trainer.val_check_interval={interval} is invalid: use a positive number of steps "
+                          "(or a fraction of an epoch in (0, 1])")
+    if isinstance(interval, float) and interval > 1:
+        raise ConfigError(f"trainer.val_check_interval={interval} is invalid: a fraction of an epoch is at most 1.0")
+    positive("trainer.log_every_n_steps", trainer.get("log_every_n_steps"), optional=True)
+    max_epochs = trainer.get("max_epochs")
+    if max_epochs is not None and (not isinstance(max_epochs, int) or max_epochs < -1 or max_epochs == 0):
+        raise ConfigError(f"trainer.max_epochs={max_epochs} is invalid: use a positive number, -1 (no limit) or null")
+    max_steps = trainer.get("max_steps")
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < -1 or max_steps == 0):
+        raise ConfigError(f"trainer.max_steps={max_steps} is invalid: use a positive number or -1 (no limit)")

@@ -1,0 +1,9 @@
+"""reverse: output the input words in reverse order."""
+
+from attention_lab.data.tasks.base import SequenceTransformTask, register_task
+
+
+@register_task("reverse")
+class ReverseTask(SequenceTransformTask):
+    def transform(self, ids: list[int]) -> list[int]:
+        return ids[::-1]

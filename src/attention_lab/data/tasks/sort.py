@@ -1,0 +1,9 @@
+"""sort: output the input words in vocabulary order (ids are in vocabulary order, so sorting ids sorts words)."""
+
+from attention_lab.data.tasks.base import SequenceTransformTask, register_task
+
+
+@register_task("sort")
+class SortTask(SequenceTransformTask):
+    def transform(self, ids: list[int]) -> list[int]:
+        return sorted(ids)

@@ -1,0 +1,77 @@
+"""What ``scripts/visualize.py`` does: a run and a sentence in, the PNG grid, the HTML head view and
+(optionally) TensorBoard images out, under a new name that never overwrites earlier outputs."""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from attention_lab.review.attention_maps import AttentionMaps
+from attention_lab.review.cli import ReviewError, output_dir
+from attention_lab.review.grid import grid_figure, save_grid_png
+from attention_lab.review.html_view import write_html
+from attention_lab.review.maps import compute_maps, describe_run, find_run, load_module
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TEXT = "Your journey starts with one step"
+
+
+def slugify(text: str, max_len: int = 40) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+    return slug[:max_len].rstrip("-") or "text"
+
+
+def unique_stem(out_dir: Path, text: str, suffixes: tuple[str, ...] = (".png", ".html")) -> str:
+    """``<slug of text>-<timestamp>``, with ``-2``, ``-3``... if those files exist: never overwrites."""
+    base = f"{slugify(text)}-{datetime.now():%Y%m%d-%H%M%S}"
+    stem, n = base, 1
+    while any((out_dir / f"{stem}{suffix}").exists() for suffix in suffixes):
+        n += 1
+        stem = f"{base}-{n}"
+    return stem
+
+
+def add_to_tensorboard(maps: AttentionMaps, log_dir: Path, step: int, tag: str) -> None:
+    """The grid and one figure per head, under ``visualize/<tag>/...`` in the run's TensorBoard."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from attention_lab.plotting import attention_figure
+
+    writer = SummaryWriter(log_dir=str(log_dir))
+    try:
+        writer.add_figure(f"visualize/{tag}/grid", grid_figure(maps), step, close=False)
+        for layer, layer_weights in enumerate(maps.weights):
+            for head, head_weights in enumerate(layer_weights):
+                fig = attention_figure(head_weights, maps.query_words, maps.words, f"layer {layer}, head {head}")
+                writer.add_figure(f"visualize/{tag}/layer{layer}/head{head}", fig, step, close=False)
+        writer.add_text(f"visualize/{tag}/text", f"{' '.join(maps.words)} → {' '.join(maps.predictions)}", step)
+    finally:
+        writer.close()
+
+
+def visualize(run: str | Path, text: str | None = None, *, out: str | Path | None = None,
+              tensorboard: bool = False) -> dict[str, Any]:
+    """Returns the maps and the paths written. The output directory is checked before the model is loaded."""
+    files = find_run(run)
+    out_dir = output_dir(out, default=files.run_dir / "visualize")
+    if text is None:
+        text = (files.config or {}).get("probe") or DEFAULT_TEXT
+        log.info("no text= given: using the run's probe sentence %r", text)
+    module, step = load_module(files)
+    maps = compute_maps(module, text, description=describe_run(files, module))
+    stem = unique_stem(out_dir, text)
+    try:
+        result: dict[str, Any] = {"maps": maps, "step": step, "png": save_grid_png(maps, out_dir / f"{stem}.png"),
+                                  "html": write_html(maps, out_dir / f"{stem}.html")}
+    except OSError as err:  # e.g. the disk filled up after the check
+        raise ReviewError(f"cannot write the maps in {out_dir} ({err.strerror or type(err).__name__}): "
+                          "choose another directory with --out DIR") from None
+    if tensorboard:
+        log_dir = files.run_dir / "tensorboard"
+        add_to_tensorboard(maps, log_dir, step, stem)
+        result["tensorboard"] = log_dir
+    return result

@@ -1,0 +1,42 @@
+"""The command line of scripts/train.py: check it, then hand it to ``@hydra.main``.
+
+Bad input ends in one ``error: ...`` line and exit status 1 before anything is created
+(``HYDRA_FULL_ERROR=1`` raises instead, with the traceback). Ctrl-C outside a run exits 130.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from attention_lab.run.describe import describe
+
+# Flags that print something and train nothing: Hydra answers them itself, without our checks.
+INFO_FLAGS = ("-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", "-sc", "--shell-completion",
+              "--version", "-p", "--package", "-cp", "--config-path", "-cd", "--config-dir")
+
+
+def check(argv: Sequence[str], config_dir: Path) -> None:
+    """Exit with one line when the command line cannot work."""
+    from attention_lab.run.preflight import check_command_line, is_override  # the Compose API: not for --help
+
+    try:
+        check_command_line(argv, config_dir)
+    except Exception as err:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        sys.exit(f"error: {describe(err, [a for a in argv if is_override(a)])}")
+
+
+def main(hydra_main: Callable[[], Any], config_dir: Path, argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if not any(arg.split("=")[0] in INFO_FLAGS for arg in argv):
+            check(argv, config_dir)
+        hydra_main()
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted (Ctrl-C)\n")
+        sys.exit(130)

@@ -1,0 +1,41 @@
+"""The files of a run dir and a sweep dir, and how they are written (atomically: readers never see half)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+RUN_INFO = "run_info.json"  # status, error, overrides, wall time of one run (or sweep job)
+METRICS = "metrics.json"  # final metrics only: byte-identical for the same config and seed on CPU
+SUMMARY = "sweep_summary.json"
+SUMMARY_CSV = "sweep_summary.csv"
+CHECKPOINTS = "checkpoints"
+LAST_CHECKPOINT = "last.ckpt"
+TRACEBACK = "traceback.txt"
+LOCK = ".run.lock"
+SAVED_OVERRIDES = Path(".hydra") / "overrides.yaml"
+SAVED_CONFIG = Path(".hydra") / "config.yaml"
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; {} when it is missing or not a JSON object."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def secondary_process() -> bool:
+    """A data-parallel worker other than the first (Lightning's DDP launcher, torchrun or SLURM tasks re-run
+    this script with the same run dir). Such a worker neither claims the run dir nor writes its records."""
+    return any(os.environ.get(var, "0").strip() not in ("", "0")
+               for var in ("LOCAL_RANK", "NODE_RANK", "RANK", "SLURM_PROCID"))

@@ -1,0 +1,133 @@
+"""Everything that can be checked before a run dir exists: the command line is composed with Hydra's Compose
+API and checked once, before ``@hydra.main`` creates anything. Errors come back as one line.
+
+- Typos, wrong types and unknown options fail for runs and sweeps alike (each value of a sweep is tried).
+- A single run is checked completely: settings, device, corpus and task data, and ``resume=``.
+- The jobs of a sweep get the remaining checks in the task function, so a bad combination fails only its
+  own job, which the sweep summary records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig
+
+from attention_lab.checks import caveats, validate
+from attention_lab.config import register_configs
+from attention_lab.errors import ConfigError
+from attention_lab.run import resume as resuming
+
+
+def is_override(arg: str) -> bool:
+    return not arg.startswith("-") and ("=" in arg or arg.startswith("~"))
+
+
+def resolve_accelerator(device: str, preset: str | None = None) -> str:
+    """The `device` knob (or a trainer preset's accelerator) as a Lightning accelerator; fails early when the
+    hardware isn't there. Imports torch only when a device is named."""
+    if preset is None and device == "auto":
+        import torch
+
+        if torch.cuda.is_available():
+            return "gpu"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
+    import torch
+
+    wanted, setting = (preset, f"trainer.accelerator={preset}") if preset else (device, f"device={device}")
+    instead = "use trainer=default (device=auto) or trainer=cpu" if preset else "use device=cpu or device=auto"
+    if wanted in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"{setting} is invalid: no CUDA GPU is visible to torch here; {instead}")
+    if wanted == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"{setting} is invalid: Apple's MPS backend is not available here; {instead}")
+    return {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "mps": "mps"}.get(str(wanted), str(wanted))
+
+
+def check_machine_and_data(cfg: DictConfig) -> None:
+    """The checks that read files or ask torch: corpus, task data, device."""
+    from attention_lab.data.corpus import Vocabulary, read_sentences
+    from attention_lab.data.tasks import build_task
+
+    task = cfg.task
+    sentences = read_sentences(task.corpus)
+    build_task(task.name).check(Vocabulary.from_sentences(sentences), sentences, task)
+    resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
+
+
+def check_run(cfg: DictConfig) -> None:
+    validate(cfg)
+    for note in caveats(cfg):
+        logging.getLogger("attention_lab").warning("warning: %s", note)
+    check_machine_and_data(cfg)
+
+
+@contextlib.contextmanager
+def hydra_compose_api(config_dir: Path) -> Iterator[None]:
+    register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            yield
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def sweep_variants(overrides: Sequence[str]) -> list[list[str]]:
+    """Each value of each sweep override (`heads=1,2,4`) once, the other sweeps at their first value."""
+    base: list[str | None] = []  # one line per override: the override itself, or its sweep's first value
+    alternatives: list[tuple[int, str]] = []  # (position in base, another value of that sweep)
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        if not override.is_sweep_override():
+            base.append(override.input_line)
+            continue
+        key = override.get_key_element()
+        try:
+            values = list(override.sweep_string_iterator())
+        except Exception:  # noqa: BLE001 - interval() and the like: a sweeper samples them, nothing to list
+            values = []
+        base.append(f"{key}={values[0]}" if values else None)
+        alternatives += [(len(base) - 1, f"{key}={value}") for value in values[1:]]
+    variants = [list(base)]
+    for position, line in alternatives:
+        variants.append([line if i == position else o for i, o in enumerate(base)])
+    return [[o for o in variant if o is not None] for variant in variants]
+
+
+def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str = "train") -> None:
+    """Raises what is wrong with the command line."""
+    multirun = "-m" in argv or "--multirun" in argv
+    overrides = [arg for arg in argv if is_override(arg)]
+    with hydra_compose_api(config_dir):
+        if multirun:
+            for variant in sweep_variants(overrides):
+                cfg = compose(config_name, overrides=variant)
+                if cfg.get("resume"):
+                    raise ConfigError(f"resume={cfg.resume} is invalid with -m: resume one run at a time "
+                                      "(a sweep job too: resume=<sweep dir>/<job number>)")
+            return
+        cfg = compose(config_name, overrides=overrides, return_hydra_config=True)
+        if str(cfg.hydra.mode) == "RunMode.MULTIRUN":  # a preset such as hparams_search=optuna makes it a sweep
+            return
+        if cfg.get("resume"):
+            plan = resuming.plan_resume(str(cfg.resume), overrides)
+            run_dir = Path(str(cfg.hydra.run.dir)).expanduser().resolve()
+            if run_dir != plan.run_dir:
+                raise ConfigError(f"hydra.run.dir={run_dir} is invalid with {plan.setting}: a run continues in its "
+                                  "own dir; leave hydra.run.dir out")
+            resumed = compose(config_name, overrides=plan.compose_overrides)
+            original = compose(config_name, overrides=plan.saved)
+            resuming.check_resumed_config(plan, resumed, original, config_dir)
+            cfg = resumed
+        check_run(cfg)
+
+
+def config_dir_of(script: str | os.PathLike) -> Path:
+    """configs/ beside the scripts/ folder of ``script``."""
+    return Path(script).resolve().parents[1] / "configs"

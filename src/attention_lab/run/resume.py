@@ -1,0 +1,125 @@
+"""``resume=<run dir>``: continue a run in its own dir, with its own config.
+
+A run dir is data, never code. Its ``.hydra/overrides.yaml`` is read as YAML, must be a list of plain
+overrides that touch no ``hydra.*`` setting, and the config they compose may only instantiate the
+``_target_`` classes that the project's own config files name. Overrides that would change the model or the
+task are rejected. Nothing in the run dir changes until the resumed run has started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from attention_lab.errors import ConfigError
+from attention_lab.run.files import METRICS, SAVED_CONFIG, SAVED_OVERRIDES
+
+KEPT_ON_RESUME = ("model", "task")  # what a resumed run may not change
+FURTHER_TRAINING = ("max_steps", "max_epochs", "trainer.max_steps", "trainer.max_epochs")
+
+
+def override_key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def targets(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every (``_target_`` value, where) in a config or a plain container, interpolations unresolved."""
+    if isinstance(node, (DictConfig, ListConfig)):
+        node = OmegaConf.to_container(node, resolve=False)
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "_target_":
+                yield str(value), path
+            else:
+                yield from targets(value, f"{path}{key}.")
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from targets(item, f"{path}{index}.")
+
+
+def allowed_targets(config_dir: Path) -> set[str]:
+    """The ``_target_`` values of the project's own config files (read as data)."""
+    found = set()
+    for path in config_dir.rglob("*.yaml"):
+        found.update(target for target, _ in targets(OmegaConf.load(path)))
+    return found
+
+
+@dataclass
+class ResumePlan:
+    run_dir: Path
+    setting: str  # `resume=<as typed>`, for messages
+    saved: list[str]  # the run's own overrides
+    extra: list[str] = field(default_factory=list)  # this command's other overrides
+
+    @property
+    def overrides(self) -> list[str]:
+        """The run's overrides, then this command's (a setting given again replaces the saved one)."""
+        replaced = {override_key(o) for o in self.extra}
+        return [o for o in self.saved if override_key(o) not in replaced] + self.extra
+
+    @property
+    def compose_overrides(self) -> list[str]:
+        return [*self.overrides, f"resume={self.run_dir}"]
+
+
+def read_saved_overrides(run_dir: Path, setting: str) -> list[str]:
+    path = run_dir / SAVED_OVERRIDES
+    if not path.is_file():
+        raise ConfigError(f"{setting} is invalid: {run_dir} is not a run dir (no {SAVED_OVERRIDES} there)")
+    try:
+        saved = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except Exception as err:  # noqa: BLE001 - any unreadable file: the run dir is damaged
+        raise ConfigError(f"{setting} is invalid: {path} is not readable YAML ({type(err).__name__})") from None
+    if not isinstance(saved, list) or not all(isinstance(o, str) for o in saved):
+        raise ConfigError(f"{setting} is invalid: {path} is not a list of overrides")
+    try:
+        parsed = OverridesParser.create().parse_overrides(saved)
+    except Exception:  # noqa: BLE001 - OverrideParseException and friends
+        raise ConfigError(f"{setting} is invalid: {path} holds an override that does not parse") from None
+    for override in parsed:
+        key = override.key_or_group
+        if key.split(".")[0].split("/")[0] in ("hydra", "resume") or override.is_sweep_override():
+            raise ConfigError(f"{setting} is invalid: {path} sets '{override.input_line}', which no run records; "
+                              "the run dir was changed by hand and is not resumed")
+    return saved
+
+
+def plan_resume(value: str, command_overrides: Sequence[str]) -> ResumePlan:
+    setting = f"resume={value}"
+    run_dir = Path(value).expanduser().resolve()
+    saved = read_saved_overrides(run_dir, setting)
+    extra = [o for o in command_overrides if override_key(o) != "resume" and not override_key(o).startswith("hydra")]
+    if (run_dir / METRICS).exists() and not {override_key(o) for o in extra} & set(FURTHER_TRAINING):
+        raise ConfigError(f"{setting} is invalid: that run already finished (see its {METRICS}); "
+                          "to train it further, add a larger max_steps, e.g. max_steps=3000")
+    return ResumePlan(run_dir, setting, saved, extra)
+
+
+def check_resumed_config(plan: ResumePlan, resumed: DictConfig, original: DictConfig, config_dir: Path) -> None:
+    """The composed config of a resumed run instantiates only the project's classes and keeps its model."""
+    allowed = allowed_targets(config_dir)
+    for target, where in targets(resumed):
+        if where.split(".")[0] != "hydra" and target not in allowed:
+            raise ConfigError(f"{plan.setting} is invalid: its overrides set {where}_target_={target}, which is not "
+                              "one of the project's configs; a run dir is data and may not name code to run")
+    for key in KEPT_ON_RESUME:
+        before = OmegaConf.to_container(original[key], resolve=True)
+        after = OmegaConf.to_container(resumed[key], resolve=True)
+        if before != after:
+            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            given = " ".join(plan.extra) or "the overrides"
+            raise ConfigError(f"{given} is invalid with {plan.setting}: it changes {key}."
+                              f"{', '.join(changed)} of the run; a resumed run keeps its model and task "
+                              "(start a new run instead)")
+
+
+def record(plan: ResumePlan, resumed: DictConfig) -> None:
+    """Once the resumed run has started: its overrides and config now include this command's."""
+    OmegaConf.save(OmegaConf.create(plan.overrides), plan.run_dir / SAVED_OVERRIDES)
+    OmegaConf.save(resumed, plan.run_dir / SAVED_CONFIG)

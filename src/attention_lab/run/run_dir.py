@@ -1,0 +1,147 @@
+"""Run dirs are never reused, one process trains in a run dir at a time, and each keeps its run_info.json.
+
+:class:`RunDirGuard` is a Hydra callback: it claims a new run dir (or sweep dir) before Hydra writes anything
+into it, so a dir that already holds a run is left as it is.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from attention_lab.errors import ConfigError
+from attention_lab.run.files import LOCK, METRICS, RUN_INFO, SUMMARY, read_json, secondary_process, write_json
+
+
+def now() -> str:
+    return datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def claim(folder: Path, markers: tuple[str, ...], record: str, content: dict[str, Any]) -> str | None:
+    """Create ``folder/record`` exclusively (O_EXCL: of two claims at the same moment, exactly one wins), unless
+    the folder already holds one of ``markers``. Returns the marker that made the claim fail, or None."""
+    taken = next((m for m in markers if (folder / m).exists()), None)
+    if taken is not None:
+        return taken
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(folder / record, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return record
+    with os.fdopen(fd, "w") as f:
+        json.dump(content, f)
+    return None
+
+
+def claim_run_dir(run_dir: Path) -> None:
+    """Refuse a run dir that already holds a run, then claim it."""
+    taken = claim(run_dir, (RUN_INFO, METRICS, ".hydra", "checkpoints", SUMMARY), RUN_INFO,
+                  {"status": "starting", "pid": os.getpid(), "host": socket.gethostname()})
+    if taken is not None:
+        raise ConfigError(f"hydra.run.dir={run_dir} is invalid: it already holds a run ({taken}), which is left as "
+                          f"it is; choose a new dir, or continue that run with resume={run_dir}")
+
+
+def claim_sweep_dir(sweep_dir: Path) -> None:
+    taken = claim(sweep_dir, (SUMMARY, "multirun.yaml"), SUMMARY,
+                  {"sweep_dir": str(sweep_dir), "updated_at": now(), "total": 0, "counts": {}, "jobs": []})
+    if taken is not None:
+        raise ConfigError(f"hydra.sweep.dir={sweep_dir} is invalid: it already holds a sweep ({taken}), which is "
+                          "left as it is; choose a new dir")
+
+
+class RunDirLock:
+    """An exclusive lock on ``<run dir>/.run.lock`` for as long as a process trains there. The kernel drops it
+    when the process ends, however it ends, so a crashed run never leaves a stale lock."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / LOCK
+        self.handle: Any = None
+
+    def acquire(self, setting: str) -> None:
+        handle = open(self.path, "a+")  # noqa: SIM115 - held open until release()
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise ConfigError(f"{setting} is invalid: {holder} is training in {self.path.parent} right now; "
+                              "wait for it to end, or stop it first") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        handle.flush()
+        self.handle = handle
+
+    def release(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+
+
+class RunInfo:
+    """``<run dir>/run_info.json``: status (running | ok | failed | interrupted), error, overrides, wall time.
+    Kept apart from metrics.json so that metrics.json only holds metrics (identical across reruns)."""
+
+    def __init__(self, run_dir: Path, *, enabled: bool = True) -> None:
+        self.path, self.enabled = run_dir / RUN_INFO, enabled
+        self.data: dict[str, Any] = {}
+        self.started = time.perf_counter()
+
+    def begin(self, *, job: int | None, overrides: list[str], resume: bool) -> None:
+        previous = read_json(self.path) if resume else {}
+        self.data = {
+            "status": "running", "error": None, "job": job if job is not None else previous.get("job"),
+            "overrides": overrides, "output_dir": str(self.path.parent), "pid": os.getpid(),
+            "host": socket.gethostname(), "started_at": now(), "finished_at": None,
+            "attempts": int(previous.get("attempts") or 0) + 1,
+            "previous_wall_time_s": float(previous.get("wall_time_s") or 0.0), "wall_time_s": None,
+        }
+        if self.enabled:
+            write_json(self.path, self.data)
+
+    def end(self, status: str, error: str | None = None) -> None:
+        elapsed = time.perf_counter() - self.started
+        self.data.update(status=status, error=error, finished_at=now(),
+                         wall_time_s=round(self.data.get("previous_wall_time_s", 0.0) + elapsed, 2))
+        if self.enabled:
+            write_json(self.path, self.data)
+
+
+def selected_dir(config: DictConfig, key: str) -> Path | None:
+    value = OmegaConf.select(config, key)
+    return Path(os.path.abspath(str(value))) if value else None
+
+
+class RunDirGuard(Callback):
+    """Claims the run dir (or the sweep dir) before Hydra creates it: a dir that holds a run or a sweep is
+    never reused. A resumed run's dir is not claimed: the task function locks it."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        run_dir = selected_dir(config, "hydra.run.dir")
+        if run_dir is None or secondary_process() or config.get("resume"):
+            return
+        try:
+            claim_run_dir(run_dir)
+        except ConfigError as err:
+            sys.exit(f"error: {err}")  # SystemExit: Hydra would turn an Exception in a callback into a warning
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = selected_dir(config, "hydra.sweep.dir")
+        if sweep_dir is None or secondary_process():
+            return
+        try:
+            claim_sweep_dir(sweep_dir)
+        except ConfigError as err:
+            sys.exit(f"error: {err}")

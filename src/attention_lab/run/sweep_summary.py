@@ -1,0 +1,100 @@
+"""``<sweep dir>/sweep_summary.json`` (and ``.csv``): one row per job, failed and interrupted ones included,
+rewritten after every job from the job dirs' run_info.json and metrics.json. :class:`SweepSummary` is the
+Hydra callback that keeps it current and gives the sweep its exit status."""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from attention_lab.run.describe import describe
+from attention_lab.run.files import METRICS, RUN_INFO, SUMMARY, SUMMARY_CSV, read_json, secondary_process, write_json
+from attention_lab.run.run_dir import now
+
+log = logging.getLogger(__name__)
+
+
+def summary_rows(sweep_dir: Path, *, final: bool = False) -> list[dict[str, Any]]:
+    """One row per job dir under sweep_dir that has a run_info.json, ordered by job number."""
+    rows = []
+    for info_path in [*sweep_dir.glob(f"*/{RUN_INFO}"), *sweep_dir.glob(f"*/*/{RUN_INFO}")]:
+        info, job_dir = read_json(info_path), info_path.parent
+        status, error = info.get("status") or "running", info.get("error")
+        if final and status in ("running", "starting"):  # the sweep is over: that job died without a word
+            status, error = "failed", "the job ended without reporting a result (killed or crashed)"
+        rows.append({
+            "job": info.get("job"), "overrides": info.get("overrides") or [], "status": status, "error": error,
+            "metrics": read_json(job_dir / METRICS) if status == "ok" else {},
+            "output_dir": str(job_dir), "wall_time_s": info.get("wall_time_s"),
+        })
+    rows.sort(key=lambda r: (r["job"] is None, r["job"] if r["job"] is not None else 0, r["output_dir"]))
+    return rows
+
+
+def write_summary(sweep_dir: Path, *, final: bool = False) -> dict[str, Any]:
+    """(Re)write the summary files; a lock keeps parallel jobs from interleaving their writes."""
+    with open(sweep_dir / ".sweep_summary.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        rows = summary_rows(sweep_dir, final=final)
+        counts: dict[str, int] = {}
+        for row in rows:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        document = {"sweep_dir": str(sweep_dir), "updated_at": now(), "total": len(rows), "counts": counts,
+                    "jobs": rows}
+        write_json(sweep_dir / SUMMARY, document)
+        metric_keys = sorted({key for row in rows for key, value in row["metrics"].items() if not isinstance(value, dict)})
+        tmp = sweep_dir / f".{SUMMARY_CSV}.{os.getpid()}.tmp"
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["job", "status", "error", "wall_time_s", "output_dir", "overrides", *metric_keys])
+            for row in rows:
+                writer.writerow([row["job"], row["status"], row["error"] or "", row["wall_time_s"], row["output_dir"],
+                                 " ".join(row["overrides"]), *(row["metrics"].get(k, "") for k in metric_keys)])
+        os.replace(tmp, sweep_dir / SUMMARY_CSV)
+    return document
+
+
+def sweep_dir_of(config: DictConfig) -> Path:
+    return Path(os.path.abspath(str(OmegaConf.select(config, "hydra.sweep.dir"))))
+
+
+class SweepSummary(Callback):
+    """After every job of a multirun, and at its end, rewrites the sweep summary. A sweep with a job that did
+    not succeed exits with status 1 and one line that points at the summary."""
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if HydraConfig.get().mode != RunMode.MULTIRUN or secondary_process():
+            return
+        job_dir = Path(HydraConfig.get().runtime.output_dir)
+        if job_return.status == JobStatus.FAILED:  # raised past the task function: record it all the same
+            try:
+                job_return.return_value  # noqa: B018 - the property re-raises the job's exception
+            except Exception as err:  # noqa: BLE001
+                info = read_json(job_dir / RUN_INFO)
+                info.update(status="failed", error=describe(err), job=int(HydraConfig.get().job.num),
+                            overrides=[str(o) for o in HydraConfig.get().overrides.task], output_dir=str(job_dir))
+                write_json(job_dir / RUN_INFO, info)
+        write_summary(sweep_dir_of(config))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if secondary_process():
+            return
+        path = sweep_dir_of(config)
+        document = write_summary(path, final=True)
+        counts, total = document["counts"], document["total"]
+        tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no jobs"
+        if total - counts.get("ok", 0):
+            sys.exit(f"error: sweep finished with {tally} (errors above and in {path / SUMMARY}); "
+                     "the other jobs kept their results")
+        log.info("sweep finished: %s; summary: %s", tally, path / SUMMARY)

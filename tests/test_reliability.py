@@ -1,0 +1,249 @@
+"""Ways to break the lab that must fail safely: a tampered run dir, a failed resume, two resumes at once,
+trainer settings and unknown keys, signals at awkward moments, a full disk, a moved run dir."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env
+from test_errors import assert_one_line_error
+
+SMALL = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10", "~callbacks.attention_maps",
+         "~callbacks.early_stopping"]
+
+
+def start_train(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(TRAIN), *args, *QUIET], cwd=ROOT, env=script_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_until(condition, proc: subprocess.Popen, what: str, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"the run ended before {what}:\n{proc.communicate()[1][-3000:]}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.02)
+
+
+def record(run_dir: Path) -> dict[str, bytes]:
+    """The files that make up a run's record, byte for byte."""
+    names = [".hydra/overrides.yaml", ".hydra/config.yaml", "run_info.json", "metrics.json"]
+    return {name: (run_dir / name).read_bytes() for name in names if (run_dir / name).exists()}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A short finished run (10 steps); tests copy it before changing anything."""
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
+    run_train(run_dir, "max_steps=10", *SMALL)
+    return run_dir
+
+
+def copy_of(run_dir: Path, tmp_path: Path, name: str = "copy") -> Path:
+    target = tmp_path / name
+    shutil.copytree(run_dir, target)
+    return target
+
+
+# --- a run dir is data, not code ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tampered", [
+    ["+callbacks.z._target_=os.system", "+callbacks.z.command='touch {marker}'"],
+    ["hydra.callbacks.z._target_=os.system", "+hydra.callbacks.z.command='touch {marker}'"],
+], ids=["callback target", "hydra callback"])
+def test_tampered_overrides_are_rejected_and_run_nothing(finished_run, tmp_path, tampered):
+    run_dir, marker = copy_of(finished_run, tmp_path), tmp_path / "marker"
+    saved = (run_dir / ".hydra" / "overrides.yaml").read_text()
+    lines = "".join(f"- {json.dumps(line.format(marker=marker))}\n" for line in tampered)
+    (run_dir / ".hydra" / "overrides.yaml").write_text(saved + lines)
+    before = record(run_dir)
+    proc = run_script(TRAIN, f"resume={run_dir}", "max_steps=20", *QUIET, timeout=120)
+    assert_one_line_error(proc, f"resume={run_dir}")
+    assert not marker.exists(), "a tampered run dir ran code"
+    assert record(run_dir) == before
+
+
+# --- a failed resume leaves the run as it was ----------------------------------------------------------------
+
+def test_failed_resume_does_not_poison_the_run(finished_run, tmp_path):
+    run_dir = copy_of(finished_run, tmp_path)
+    before = record(run_dir)
+    proc = run_script(TRAIN, f"resume={run_dir}", "max_steps=20", "model=self", *QUIET, timeout=120)
+    assert_one_line_error(proc, "model=self", f"resume={run_dir}", "model")
+    assert record(run_dir) == before, "a resume that did not start changed the run's record"
+    assert not (run_dir / "traceback.txt").exists()
+
+    run_train(run_dir, f"resume={run_dir}", "max_steps=20", timeout=300)  # a plain resume still works
+    assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 20
+    info = json.loads((run_dir / "run_info.json").read_text())
+    assert info["status"] == "ok" and info["attempts"] == 2
+    assert "max_steps=20" in (run_dir / ".hydra" / "overrides.yaml").read_text()
+
+
+# --- one resume at a time ------------------------------------------------------------------------------------
+
+def test_two_resumes_at_once_only_one_trains(finished_run, tmp_path):
+    run_dir = copy_of(finished_run, tmp_path)
+    procs = [start_train(f"resume={run_dir}", "max_steps=100000") for _ in range(2)]
+    try:
+        # The loser gives up at once; the winner trains until stopped.
+        loser = None
+        deadline = time.monotonic() + 240
+        while loser is None and time.monotonic() < deadline:
+            loser = next((p for p in procs if p.poll() is not None), None)
+            time.sleep(0.05)
+        assert loser is not None, "neither resume was refused"
+        winner = procs[1 - procs.index(loser)]
+        _, stderr = loser.communicate()
+        assert loser.returncode == 1 and "is training in" in stderr, stderr[-3000:]
+        wait_until(lambda: json.loads((run_dir / "run_info.json").read_text()).get("status") == "running", winner,
+                   "the winner's running state")
+        assert winner.poll() is None, "the winner stopped too"
+        winner.send_signal(signal.SIGTERM)
+        winner.communicate(timeout=120)
+        assert winner.returncode == 128 + signal.SIGTERM
+        assert json.loads((run_dir / "run_info.json").read_text())["status"] == "interrupted"
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+
+
+# --- settings Lightning would only reject once training started ------------------------------------------------
+
+@pytest.mark.parametrize(("override", "fragment"), [
+    ("trainer.devices=0", "trainer.devices=0"),
+    ("trainer.val_check_interval=0", "trainer.val_check_interval=0"),
+    ("trainer.log_every_n_steps=0", "trainer.log_every_n_steps=0"),
+    ("trainer.max_epochs=-3", "trainer.max_epochs=-3"),
+    ("optimized_metric=attention_entropy/layer9/head9", "optimized_metric=attention_entropy/layer9/head9"),
+    ("+haeds=3", "did you mean heads"),
+    ("+task.lenght=3", "did you mean task."),
+], ids=lambda v: v)
+def test_rejected_before_the_run_dir_exists(tmp_path, override, fragment):
+    run_dir = tmp_path / "run"
+    proc = run_script(TRAIN, override, f"hydra.run.dir={run_dir}", *QUIET, timeout=120)
+    assert_one_line_error(proc, fragment)
+    assert not run_dir.exists()
+
+
+# --- every signal ends in a recorded state ---------------------------------------------------------------------
+
+def test_quick_double_ctrl_c_is_recorded(tmp_path):
+    """The second Ctrl-C lands inside the same (slow) training step as the first: Lightning turns it into
+    exit status 1; the run must still end as interrupted, with its message and exit status 130."""
+    run_dir = tmp_path / "run"
+    slow = ["d_model=512", "heads=8", "layers=6", "batch_size=512", "threads=1"]
+    proc = start_train("max_steps=100000", *SMALL, *slow, f"hydra.run.dir={run_dir}")
+    try:
+        wait_until(lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), proc, "training")
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.startswith("interrupted: ")]
+    assert len(lines) == 1 and f"resume={run_dir}" in lines[0], stderr[-3000:]
+    assert json.loads((run_dir / "run_info.json").read_text())["status"] == "interrupted"
+
+
+def test_sigterm_during_the_final_validation_is_recorded(tmp_path):
+    run_dir = tmp_path / "run"
+    # No validation during training, and a large validation set: the final validation takes a while.
+    proc = start_train("max_steps=5", "task=copy", "task.train_size=256", "task.val_size=150000",
+                       "trainer.val_check_interval=100000", "~callbacks.attention_maps", "~callbacks.early_stopping",
+                       f"hydra.run.dir={run_dir}")
+    try:
+        for line in proc.stdout:
+            if "final validation" in line:
+                proc.send_signal(signal.SIGTERM)
+                break
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert any(line.startswith("interrupted: ") for line in stderr.splitlines()), stderr[-3000:]
+    assert json.loads((run_dir / "run_info.json").read_text())["status"] == "interrupted"
+    assert not (run_dir / "metrics.json").exists()
+
+
+# --- no half-written checkpoints -------------------------------------------------------------------------------
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A 512 KiB tmpfs: the run dir's filesystem is full while the system temp dir has room."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount_point)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    yield mount_point
+    subprocess.run(["umount", str(mount_point)], check=True)
+
+
+def test_checkpoint_write_on_a_full_disk_keeps_the_previous_one(small_filesystem):
+    from attention_lab.checkpoints import AtomicCheckpointIO, load_checkpoint
+
+    path = small_filesystem / "last.ckpt"
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"global_step": 1, "w": torch.zeros(10)}, path)
+    before = path.read_bytes()
+    with pytest.raises((OSError, RuntimeError)):  # 1 MiB does not fit (torch reports ENOSPC either way)
+        io.save_checkpoint({"global_step": 2, "w": torch.zeros(256 * 1024)}, path)
+    assert path.read_bytes() == before and load_checkpoint(path)["global_step"] == 1
+    assert sorted(p.name for p in small_filesystem.iterdir()) == ["last.ckpt"], "no temp file left behind"
+
+
+def interrupted_run(run_dir: Path) -> int:
+    """A run stopped by SIGTERM after its first checkpoints; returns the step of last.ckpt."""
+    proc = start_train("max_steps=100000", *SMALL, f"hydra.run.dir={run_dir}")
+    try:
+        wait_until(lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), proc, "a checkpoint")
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    return int(torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"])
+
+
+def test_corrupt_last_checkpoint_falls_back_to_a_valid_one(tmp_path):
+    run_dir = tmp_path / "run"
+    interrupted_run(run_dir)
+    last = run_dir / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:1000])  # truncated, as by a full disk
+    best_step = int(torch.load(run_dir / "checkpoints" / "best.ckpt", weights_only=True)["global_step"])
+    proc = run_train(run_dir, f"resume={run_dir}", "max_steps=30", timeout=300)
+    output = proc.stdout + proc.stderr
+    assert "does not load" in output and f"step {best_step}" in output, output[-3000:]
+    assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 30
+
+
+# --- resume from the dir you were given --------------------------------------------------------------------------
+
+def test_moved_run_dir_resumes_from_its_own_checkpoints(tmp_path):
+    original = tmp_path / "original"
+    step = interrupted_run(original)
+    moved = tmp_path / "moved"
+    shutil.move(str(original), str(moved))
+    proc = run_script(TRAIN, f"resume={moved}", "max_steps=60", *QUIET, timeout=300, check=True)
+    assert f"from {moved / 'checkpoints'}" in proc.stdout + proc.stderr
+    assert not original.exists(), "the old path was written to"
+    assert sorted(p.name for p in (moved / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+    resumed = torch.load(moved / "checkpoints" / "last.ckpt", weights_only=True)
+    assert resumed["global_step"] == 60 > step
+    assert json.loads((moved / "metrics.json").read_text())["global_step"] == 60
