@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stale-minutes", type=float, default=30.0,
                         help="a job without metrics and without writes for this long is 'stale' (default 30)")
     args = parser.parse_args(argv)
-    sweep_arg = args.sweep.split("=", 1)[1] if args.sweep.startswith("sweep=") else args.sweep
+    sweep_arg = args.sweep
 
     from rich.console import Console
 

@@ -235,9 +235,17 @@ def test_corrupt_last_checkpoint_falls_back_to_a_valid_one(tmp_path):
 
 # --- resume from the dir you were given --------------------------------------------------------------------------
 
+def checkpoint_state(path: Path) -> dict:
+    """The model-checkpoint callback's state saved in a checkpoint file."""
+    callbacks = torch.load(path, weights_only=True)["callbacks"]
+    (state,) = [value for key, value in callbacks.items() if "ModelCheckpoint" in key]
+    return state
+
+
 def test_moved_run_dir_resumes_from_its_own_checkpoints(tmp_path):
     original = tmp_path / "original"
     step = interrupted_run(original)
+    best_before = float(checkpoint_state(original / "checkpoints" / "last.ckpt")["best_model_score"])
     moved = tmp_path / "moved"
     shutil.move(str(original), str(moved))
     proc = run_script(TRAIN, f"resume={moved}", "max_steps=60", *QUIET, timeout=300, check=True)
@@ -247,3 +255,22 @@ def test_moved_run_dir_resumes_from_its_own_checkpoints(tmp_path):
     resumed = torch.load(moved / "checkpoints" / "last.ckpt", weights_only=True)
     assert resumed["global_step"] == 60 > step
     assert json.loads((moved / "metrics.json").read_text())["global_step"] == 60
+    # The best score survived the move: best.ckpt is replaced only by a better model, and its path is the new one.
+    state = checkpoint_state(moved / "checkpoints" / "last.ckpt")
+    assert state["best_model_path"] == str(moved / "checkpoints" / "best.ckpt")
+    assert float(state["best_model_score"]) >= best_before
+
+
+def test_checkpoint_state_follows_the_run_dir(tmp_path):
+    """The state a checkpoint keeps about the best model is read relative to the dir the run is in now."""
+    from attention_lab.callbacks.run_dir_checkpoint import RunDirModelCheckpoint
+
+    old, new = tmp_path / "old" / "checkpoints", tmp_path / "new" / "checkpoints"
+    saved = RunDirModelCheckpoint(dirpath=old, monitor="val/seq_acc", mode="max", save_last=True)
+    saved.best_model_score, saved.best_model_path = torch.tensor(0.75), str(old / "best.ckpt")
+    saved.best_k_models, saved.last_model_path = {str(old / "best.ckpt"): torch.tensor(0.75)}, str(old / "last.ckpt")
+    loaded = RunDirModelCheckpoint(dirpath=new, monitor="val/seq_acc", mode="max", save_last=True)
+    loaded.load_state_dict(saved.state_dict())
+    assert float(loaded.best_model_score) == 0.75
+    assert loaded.best_model_path == str(new / "best.ckpt") and loaded.last_model_path == str(new / "last.ckpt")
+    assert list(loaded.best_k_models) == [str(new / "best.ckpt")]

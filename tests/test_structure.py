@@ -58,6 +58,6 @@ def test_no_import_cycles_in_the_package():
 
 def test_nothing_names_issue_numbers():
     texts = [*SOURCES, *(ROOT / "configs").rglob("*.yaml"), ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
-    pattern = re.compile(r"\b(issue|Issue|GitHub issue)\s*#?\d+")
+    pattern = re.compile(r"\b(issue|Issue|GitHub issue)\s*#?\d+|\b[\w.-]+/[\w.-]+#\d+")
     named = [str(p.relative_to(ROOT)) for p in texts if pattern.search(p.read_text())]
     assert not named, f"issue numbers in {named}"

@@ -32,8 +32,8 @@ def validate(cfg: DictConfig) -> None:
 def caveats(cfg: DictConfig) -> list[str]:
     """Settings that run but deserve a word: they are experiments, not mistakes."""
     notes = []
-    if Position(cfg.model.position) is Position.none and Mask(cfg.mask) is not Mask.causal:
-        notes.append(f"position=none with mask={Mask(cfg.mask).value}: without positions or a causal mask, attention "
+    if Position(cfg.model.position) is Position.none and Mask(cfg.model.mask) is not Mask.causal:
+        notes.append(f"position=none with mask={Mask(cfg.model.mask).value}: without positions or a causal mask, attention "
                      "cannot tell the order of the words apart (NoPE works through the causal mask)")
     return notes
 
@@ -72,7 +72,8 @@ def check_sizes(cfg: DictConfig) -> None:
                        ("task.max_len", task.max_len), ("task.train_size", task.train_size),
                        ("task.val_size", task.val_size), ("block.mlp_ratio", model.block.mlp_ratio)):
         positive(key, value)
-    positive("model.num_heads", model.num_heads)
+    for key in ("num_heads", "d_model", "layers"):
+        positive(f"model.{key}", model[key])
     positive("max_epochs", cfg.get("max_epochs"), optional=True)
     positive("threads", cfg.get("threads"), optional=True)
     if (cfg.get("num_predictions_logged") or 0) < 0:
@@ -121,7 +122,8 @@ def check_model(cfg: DictConfig) -> None:
 
 def check_masks(cfg: DictConfig) -> None:
     """The mask must suit both the variant (``model.masks``) and the task (``task.masks``)."""
-    mask, model, task = Mask(cfg.mask).value, cfg.model, cfg.task
+    model, task = cfg.model, cfg.task
+    mask = Mask(model.mask).value
     if mask not in task.masks:
         raise ConfigError(f"mask={mask} is invalid for task={task.name}: each position would see what it must "
                           f"predict; use mask={' or '.join(task.masks)}")

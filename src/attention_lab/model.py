@@ -15,8 +15,6 @@ from torch import Tensor, nn
 from attention_lab.attention import ATTENTION_REGISTRY, build_attention
 from attention_lab.config import BlockConfig, Mask, ModelConfig, Position
 
-INSIDE_ATTENTION = (Position.rope, Position.alibi)  # positions that act on queries, keys or scores
-
 
 def sinusoidal_table(length: int, d_model: int) -> Tensor:
     """Vaswani et al. (2017): PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(t / 10000^(2i/d))."""
@@ -81,12 +79,12 @@ class SequenceModel(nn.Module):
         config = self.config
         # Variant-specific options are set only by that variant's yaml (configs/model/simple.yaml: normalize).
         options = {"normalize": config.normalize} if config.normalize is not None and variant == config.name else {}
-        position = Position(config.position)
+        position = Position(config.position)  # the attention acts on rope and alibi; the rest act on embeddings
         attention = build_attention(
             variant, d_in=config.d_model, d_out=ATTENTION_REGISTRY[variant].d_out_for(config.d_model, num_heads),
             num_heads=num_heads, kv_heads=config.kv_heads if variant == config.name else None,
             qkv_bias=config.qkv_bias, dropout=config.dropout, causal=Mask(config.mask) is Mask.causal,
-            window=config.window, position=position.value if position in INSIDE_ATTENTION else None, **options,
+            window=config.window, position=position.value, **options,
         )
         return Block(attention, config.d_model, config.block, config.dropout)
 

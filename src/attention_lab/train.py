@@ -21,8 +21,8 @@ from attention_lab.callbacks.rng_state import RngState
 from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
 from attention_lab.config import Mask, Position
 from attention_lab.errors import TrainingInterrupted
+from attention_lab.run.device import resolve_accelerator
 from attention_lab.run.files import METRICS, write_json
-from attention_lab.run.preflight import resolve_accelerator
 from attention_lab.run.signals import StopSignals
 
 log = logging.getLogger(__name__)
@@ -37,19 +37,23 @@ def instantiate_all(group: DictConfig | None) -> list[Any]:
 
 def hparams_for_dashboard(cfg: DictConfig) -> dict[str, Any]:
     """The knobs a sweep varies, flat, for TensorBoard's HParams table."""
+    model = cfg.model
     return {
-        "model": cfg.model.name, "heads": cfg.model.num_heads, "kv_heads": cfg.model.kv_heads or cfg.model.num_heads,
-        "d_model": cfg.d_model, "layers": cfg.layers, "mask": Mask(cfg.mask).value,
-        "window": cfg.model.window or 0, "position": Position(cfg.model.position).value,
-        "block": cfg.block.name, "task": cfg.task.name, "lr": cfg.lr,
-        "batch_size": cfg.batch_size, "dropout": cfg.model.dropout, "seed": cfg.seed,
+        "model": model.name, "heads": model.num_heads, "kv_heads": model.kv_heads or model.num_heads,
+        "d_model": model.d_model, "layers": model.layers, "mask": Mask(model.mask).value,
+        "window": model.window or 0, "position": Position(model.position).value,
+        "block": model.block.name, "task": cfg.task.name, "lr": cfg.lr,
+        "batch_size": cfg.batch_size, "dropout": model.dropout, "seed": cfg.seed,
     }
 
 
-def check_stop(stop: StopSignals, trainer: L.Trainer) -> None:
+def check_stop(stop: StopSignals, trainer: L.Trainer, graceful: GracefulStop) -> None:
+    """A signal that came when no training step was left to end (after the last one, or during the final
+    validation): the run is interrupted with what it had saved."""
     if stop.signum is not None:
         path = last_checkpoint_path(trainer)
-        raise TrainingInterrupted(stop.signum, trainer.global_step, path if path.is_file() else None)
+        kept = f"the last checkpoint, {path}, is kept" if path.is_file() else "no checkpoint was saved"
+        raise TrainingInterrupted(stop.signum, trainer.global_step, graceful.saved, detail=kept)
 
 
 def quiet_console() -> None:
@@ -60,7 +64,7 @@ def quiet_console() -> None:
     for handler in list(lightning.handlers):
         lightning.removeHandler(handler)  # its records still reach Hydra's console and train.log
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"lightning\.pytorch\.utilities\._pytree")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"lightning\.")
 
 
 def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
@@ -74,7 +78,8 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
 
     datamodule = hydra.utils.instantiate(cfg.data)
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
-    callbacks = [*instantiate_all(cfg.get("callbacks")), GracefulStop(stop), StopOnNonFiniteLoss(), RngState()]
+    graceful = GracefulStop(stop)
+    callbacks = [*instantiate_all(cfg.get("callbacks")), graceful, StopOnNonFiniteLoss(), RngState()]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
@@ -87,12 +92,12 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     elif cfg.get("resume"):
         log.warning("resume=%s: no checkpoint there; training starts again from step 0 in the same dir", cfg.resume)
     trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
-    check_stop(stop, trainer)
+    check_stop(stop, trainer, graceful)
 
     log.info("training done at step %d; final validation", trainer.global_step)
     # The final metrics of the trained model, measured once more so that they are exact, not the last interval's.
     final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if trainer.is_global_zero else {}
-    check_stop(stop, trainer)
+    check_stop(stop, trainer, graceful)
     metrics: dict[str, Any] = {key: float(value) for key, value in final.items()}
     # No wall time (that is in run_info.json): reruns give a byte-identical file. The knobs a sweep varies ride
     # along under "hparams", as in TensorBoard's HParams tab.

@@ -46,7 +46,7 @@ def find_run(path: str | Path) -> RunFiles:
         return RunFiles(run_dir, path, load_run_config(run_dir))
     checkpoint_dir = path / "checkpoints"
     found = [checkpoint_dir / name for name in CHECKPOINT_NAMES if (checkpoint_dir / name).is_file()]
-    if not found:  # e.g. best-v1.ckpt written beside an older best.ckpt
+    if not found:  # a checkpoint saved under another name (e.g. with ModelCheckpoint's filename changed)
         found = sorted(checkpoint_dir.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
     if not found:
         if (path / "multirun.yaml").is_file():
@@ -74,11 +74,14 @@ def describe_run(files: RunFiles, module) -> str:
     """One line: the run directory and the settings that shape its attention maps. The model's settings
     come from the checkpoint's hparams (exact for these weights), the task from the run's config."""
     config = module.config
-    mask = getattr(config.mask, "value", config.mask)
-    block = config.block.get("name") if isinstance(config.block, dict) else getattr(config.block, "name", "?")
     task = files.config.get("task", {}).get("name", "?") if files.config is not None else "?"
     parts = [f"variant={config.name}", f"heads={config.num_heads}", f"d_model={config.d_model}",
-             f"layers={config.layers}", f"mask={mask}", f"block={block}", f"task={task}"]
+             f"layers={config.layers}", f"mask={config.mask.value}", f"position={config.position.value}"]
+    if config.kv_heads is not None:
+        parts.append(f"kv_heads={config.kv_heads}")
+    if config.window is not None:
+        parts.append(f"window={config.window}")
+    parts += [f"block={config.block.name}", f"task={task}"]
     run_name = "/".join(files.run_dir.resolve().parts[-2:])
     return f"{run_name} · {' '.join(parts)} · {files.checkpoint.name}"
 

@@ -13,7 +13,6 @@ and ``stale`` once nothing was written for ``stale_minutes``. No torch import: b
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -24,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from attention_lab.review.cli import ReviewError
+from attention_lab.run.files import SUMMARY, read_json
 
 RECORDED_STATUSES = ("ok", "failed", "interrupted", "running")  # what run_info.json and the summary hold
 STATUSES = (*RECORDED_STATUSES, "stale")
-SUMMARY_FILE = "sweep_summary.json"
 
 
 @dataclass
@@ -66,13 +65,7 @@ class Sweep:
 
 # ---------------------------------------------------------------------------------------------- files
 
-def read_json(path: Path) -> dict:
-    """The file's object, or {} when it is missing or being written right now."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+
 
 
 def read_yaml(path: Path) -> Any:
@@ -96,7 +89,7 @@ def find_job_dirs(sweep_dir: Path) -> list[Path]:
 def load_summary(sweep_dir: Path) -> dict[str, dict]:
     """The entries of ``sweep_summary.json``, keyed by job number and by the name of the job's directory."""
     entries: dict[str, dict] = {}
-    for entry in read_json(sweep_dir / SUMMARY_FILE).get("jobs", []):
+    for entry in read_json(sweep_dir / SUMMARY).get("jobs", []):
         if entry.get("job") is not None:
             entries[str(entry["job"])] = entry
         if entry.get("output_dir"):
@@ -110,7 +103,7 @@ def recorded_status(record: dict) -> str | None:
 
 
 def last_line(error: str | None) -> str:
-    """The exception line, not the traceback above it."""
+    """One line for a table cell: the last line of a multi-line error."""
     lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
     return lines[-1] if lines else ""
 

@@ -21,7 +21,8 @@ INFO_FLAGS = ("-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", "-s
 
 def check(argv: Sequence[str], config_dir: Path) -> None:
     """Exit with one line when the command line cannot work."""
-    from attention_lab.run.preflight import check_command_line, is_override  # the Compose API: not for --help
+    from attention_lab.run.overrides import is_override
+    from attention_lab.run.preflight import check_command_line  # the Compose API: not for --help
 
     try:
         check_command_line(argv, config_dir)

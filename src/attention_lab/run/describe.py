@@ -18,6 +18,7 @@ from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from attention_lab.errors import ConfigError, TrainingDiverged, TrainingInterrupted
+from attention_lab.run.overrides import override_key
 
 KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
 
@@ -47,9 +48,8 @@ def expected(schema: Any, key: Any) -> str:
 def override_text(full_key: str, overrides: Sequence[str]) -> str | None:
     """The command-line override that set ``full_key`` (the last one wins, as in Hydra)."""
     for override in reversed(overrides):
-        key = override.split("=", 1)[0].lstrip("+~")
-        if key == full_key:
-            return override.lstrip("+~") if "=" in override else f"{key}=null"
+        if override_key(override) == full_key:
+            return override.lstrip("+~") if "=" in override else f"{full_key}=null"
     return None
 
 
@@ -91,7 +91,7 @@ def describe(error: BaseException, overrides: Sequence[str] = ()) -> str:
         if isinstance(cause, OmegaConfBaseException) and (cause.full_key or cause.key):
             return describe_omegaconf(cause, overrides)
     cause = error.__cause__
-    if cause is not None and not isinstance(error, ConfigError):
+    if cause is not None:
         return one_line(f"{type(cause).__name__}: {cause}")
     return one_line(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -20,34 +19,12 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
-from attention_lab.checks import caveats, validate
+from attention_lab.checks import caveats, check_known_keys, validate
 from attention_lab.config import register_configs
 from attention_lab.errors import ConfigError
 from attention_lab.run import resume as resuming
-
-
-def is_override(arg: str) -> bool:
-    return not arg.startswith("-") and ("=" in arg or arg.startswith("~"))
-
-
-def resolve_accelerator(device: str, preset: str | None = None) -> str:
-    """The `device` knob (or a trainer preset's accelerator) as a Lightning accelerator; fails early when the
-    hardware isn't there. Imports torch only when a device is named."""
-    if preset is None and device == "auto":
-        import torch
-
-        if torch.cuda.is_available():
-            return "gpu"
-        return "mps" if torch.backends.mps.is_available() else "cpu"
-    import torch
-
-    wanted, setting = (preset, f"trainer.accelerator={preset}") if preset else (device, f"device={device}")
-    instead = "use trainer=default (device=auto) or trainer=cpu" if preset else "use device=cpu or device=auto"
-    if wanted in ("gpu", "cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"{setting} is invalid: no CUDA GPU is visible to torch here; {instead}")
-    if wanted == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"{setting} is invalid: Apple's MPS backend is not available here; {instead}")
-    return {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "mps": "mps"}.get(str(wanted), str(wanted))
+from attention_lab.run.device import resolve_accelerator
+from attention_lab.run.overrides import is_override
 
 
 def check_machine_and_data(cfg: DictConfig) -> None:
@@ -107,13 +84,11 @@ def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str =
     with hydra_compose_api(config_dir):
         if multirun:
             for variant in sweep_variants(overrides):
-                cfg = compose(config_name, overrides=variant)
-                if cfg.get("resume"):
-                    raise ConfigError(f"resume={cfg.resume} is invalid with -m: resume one run at a time "
-                                      "(a sweep job too: resume=<sweep dir>/<job number>)")
+                check_sweep_job(compose(config_name, overrides=variant))
             return
         cfg = compose(config_name, overrides=overrides, return_hydra_config=True)
         if str(cfg.hydra.mode) == "RunMode.MULTIRUN":  # a preset such as hparams_search=optuna makes it a sweep
+            check_sweep_job(cfg)
             return
         if cfg.get("resume"):
             plan = resuming.plan_resume(str(cfg.resume), overrides)
@@ -121,13 +96,13 @@ def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str =
             if run_dir != plan.run_dir:
                 raise ConfigError(f"hydra.run.dir={run_dir} is invalid with {plan.setting}: a run continues in its "
                                   "own dir; leave hydra.run.dir out")
-            resumed = compose(config_name, overrides=plan.compose_overrides)
-            original = compose(config_name, overrides=plan.saved)
-            resuming.check_resumed_config(plan, resumed, original, config_dir)
-            cfg = resumed
+            cfg = resuming.compose_resumed(plan, config_name, config_dir)
         check_run(cfg)
 
 
-def config_dir_of(script: str | os.PathLike) -> Path:
-    """configs/ beside the scripts/ folder of ``script``."""
-    return Path(script).resolve().parents[1] / "configs"
+def check_sweep_job(cfg: DictConfig) -> None:
+    """What every job of a sweep must pass before the sweep starts: no unknown keys, no resume."""
+    check_known_keys(cfg)
+    if cfg.get("resume"):
+        raise ConfigError(f"resume={cfg.resume} is invalid with -m (a sweep): resume one run at a time "
+                          "(a sweep job too: resume=<sweep dir>/<job number>)")

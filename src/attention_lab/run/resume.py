@@ -8,6 +8,7 @@ task are rejected. Nothing in the run dir changes until the resumed run has star
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,13 +19,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from attention_lab.errors import ConfigError
 from attention_lab.run.files import METRICS, SAVED_CONFIG, SAVED_OVERRIDES
+from attention_lab.run.overrides import override_key
 
 KEPT_ON_RESUME = ("model", "task")  # what a resumed run may not change
 FURTHER_TRAINING = ("max_steps", "max_epochs", "trainer.max_steps", "trainer.max_epochs")
-
-
-def override_key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
 
 
 def targets(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
@@ -119,7 +117,22 @@ def check_resumed_config(plan: ResumePlan, resumed: DictConfig, original: DictCo
                               "(start a new run instead)")
 
 
+def compose_resumed(plan: ResumePlan, config_name: str, config_dir: Path) -> DictConfig:
+    """The resumed run's config, composed with Hydra's Compose API (initialised by the caller) and checked."""
+    from hydra import compose
+
+    resumed = compose(config_name, overrides=plan.compose_overrides)
+    check_resumed_config(plan, resumed, compose(config_name, overrides=plan.saved), config_dir)
+    return resumed
+
+
+def save_atomically(config: Any, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    OmegaConf.save(config, tmp)
+    os.replace(tmp, path)
+
+
 def record(plan: ResumePlan, resumed: DictConfig) -> None:
     """Once the resumed run has started: its overrides and config now include this command's."""
-    OmegaConf.save(OmegaConf.create(plan.overrides), plan.run_dir / SAVED_OVERRIDES)
-    OmegaConf.save(resumed, plan.run_dir / SAVED_CONFIG)
+    save_atomically(OmegaConf.create(plan.overrides), plan.run_dir / SAVED_OVERRIDES)
+    save_atomically(resumed, plan.run_dir / SAVED_CONFIG)

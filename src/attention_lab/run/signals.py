@@ -18,12 +18,14 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.aborted = False  # a second Ctrl-C: stop now, without saving
         self.previous: dict[int, object] = {}
 
     def handler(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:
             if signum == signal.SIGINT:
-                raise KeyboardInterrupt  # the second Ctrl-C: abort now, without saving
+                self.aborted = True
+                raise KeyboardInterrupt
             return
         self.signum = signum
         log.warning("%s received: stopping at the end of this step and saving checkpoints/last.ckpt "

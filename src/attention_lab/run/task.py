@@ -36,12 +36,13 @@ def full_error_requested() -> bool:
 
 
 def resumed_config(cfg: DictConfig) -> tuple[DictConfig, resuming.ResumePlan]:
-    """The config of the run being resumed (checked by the preflight of scripts/train.py before Hydra ran)."""
-    from hydra import compose
-
+    """The config of the run being resumed. Checked again now that this process holds the run dir's lock: the
+    run dir is data, and it may have changed since the command line was checked."""
     hydra_cfg = HydraConfig.get()
     plan = resuming.plan_resume(str(cfg.resume), [str(o) for o in hydra_cfg.overrides.task])
-    return compose(hydra_cfg.job.config_name, overrides=plan.compose_overrides), plan
+    main = next(source for source in hydra_cfg.runtime.config_sources if source.provider == "main")
+    config_dir = Path(str(main.path).removeprefix("file://"))
+    return resuming.compose_resumed(plan, hydra_cfg.job.config_name, config_dir), plan
 
 
 class RunTask:
@@ -120,13 +121,13 @@ class RunTask:
         sys.exit(1)
 
     def interrupted(self, err: BaseException, stop: StopSignals) -> None:
-        signum = err.signum if isinstance(err, TrainingInterrupted) else stop.signum or signal.SIGINT
-        if isinstance(err, TrainingInterrupted):
-            what = str(err)
-        elif isinstance(err, KeyboardInterrupt) or stop.signum == signal.SIGINT and isinstance(err, SystemExit):
-            what = "aborted by a second Ctrl-C, without saving"
-        else:
-            what = f"{signal.Signals(signum).name}: stopped, last checkpoint kept"
+        if stop.aborted or (isinstance(err, KeyboardInterrupt) and stop.signum is None):
+            signum, what = signal.SIGINT, "aborted by Ctrl-C, without saving"
+        elif isinstance(err, TrainingInterrupted):
+            signum, what = err.signum, str(err)
+        else:  # Lightning ended the run itself after our signal (SIGTERM during validation)
+            signum = stop.signum or signal.SIGINT
+            what = f"{signal.Signals(signum).name}: stopped; the last checkpoint saved is kept"
         self.end("interrupted", what)
         rest = "; the sweep stops here (later jobs did not run)" if self.multirun else ""
         stderr(f"interrupted: {self.where}: {what}; continue with: python scripts/train.py resume={self.run_dir}{rest}")

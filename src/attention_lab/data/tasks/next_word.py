@@ -25,7 +25,10 @@ class NextWordTask(Task):
         return pairs
 
     def check(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> None:
-        found = len(self.windows(vocab, sentences, config))
+        self.enough(len(self.windows(vocab, sentences, config)), config)
+
+    @staticmethod
+    def enough(found: int, config: TaskConfig) -> None:
         if found < 2:
             raise ConfigError(
                 f"task.corpus is too small for task=next_word: {found} window(s) of {config.min_len}..{config.max_len} "
@@ -33,8 +36,8 @@ class NextWordTask(Task):
 
     def pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
               rng: random.Random) -> tuple[Pairs, Pairs]:
-        self.check(vocab, sentences, config)
         windows = self.windows(vocab, sentences, config)
+        self.enough(len(windows), config)
         rng.shuffle(windows)
         n_val = min(config.val_size, max(1, len(windows) // 5))
         val, train = windows[:n_val], windows[n_val:]
