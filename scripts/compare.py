@@ -1,14 +1,22 @@
 #!/usr/bin/env python
-"""Compare the jobs of a sweep: one row per job, failed and still-running jobs included.
+"""Compare the jobs of a sweep: one row per job, failed and still-running jobs included; then, when a
+configuration ran with several seeds, one row per configuration with mean ± std and n.
 
     python scripts/compare.py outputs/multirun/<date>/<time>
     python scripts/compare.py outputs/multirun/<date>/<time> --metric val/loss --out reports/
+
+Error bars come from seeds: `python scripts/train.py -m heads=1,2 seed=0,1,2` runs each configuration three
+times, and compare.py groups the jobs that differ only in `seed`: mean ± sample std (n=ok jobs; failed
+jobs are counted, as in "n=2 of 3", but not averaged) of each metric, and of steps_to_solve ("3/3 solved,
+250 ± 50": the first step at which val/seq_acc >= 0.99) when metrics.json has it.
 
 Prints a table (job, its overrides, final validation metrics, parameter count, steps, wall time,
 status, error) and writes beside the sweep's jobs:
   compare.csv   raw values, one row per job
   compare.md    the table in Markdown
   compare.png   bar chart of the optimized metric per configuration (best highlighted)
+  compare_groups.csv   with several seeds per configuration: mean, std and n per configuration
+                       (compare.md then has a second section, "Seeds")
 Everything comes from what the sweep wrote: sweep_summary.json, each job's run_info.json,
 metrics.json and .hydra/ files, and Hydra's multirun.yaml. Status: as recorded (ok, failed,
 interrupted, running); ok when metrics.json exists; failed when a running job's process is gone;
@@ -35,14 +43,17 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     from attention_lab.review.cli import output_dir
-    from attention_lab.review.compare import rich_table, write_reports
-    from attention_lab.review.sweep import collect_sweep
+    from attention_lab.review.compare import rich_group_table, rich_table, show_groups, write_reports
+    from attention_lab.review.sweep import collect_sweep, seed_groups
 
     try:
         sweep = collect_sweep(sweep_arg, metric=args.metric, stale_minutes=args.stale_minutes)
         out = output_dir(args.out, default=sweep.dir)  # before anything is printed
         console = Console(width=None if sys.stdout.isatty() else 200)
         console.print(rich_table(sweep))
+        groups = seed_groups(sweep)
+        if show_groups(groups):
+            console.print(rich_group_table(sweep, groups))
         paths = write_reports(sweep, out)
     except ReviewError as err:
         print(f"error: {err}", file=sys.stderr)

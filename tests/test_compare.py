@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from attention_lab.review.cli import ReviewError
-from attention_lab.review.compare import format_seconds, to_markdown
-from attention_lab.review.sweep import collect_sweep, load_summary
+from attention_lab.review.compare import format_seconds, format_stat, show_groups, to_markdown
+from attention_lab.review.sweep import collect_sweep, load_summary, mean_std, seed_groups
 from conftest import ROOT, run_script, run_train
 
 COMPARE = ROOT / "scripts" / "compare.py"
@@ -195,3 +195,117 @@ def test_out_dir_is_created(written_sweep, tmp_path):
     proc = run_script(COMPARE, str(written_sweep), "--out", str(out), timeout=60, check=True)
     assert sorted(p.name for p in out.iterdir()) == ["compare.csv", "compare.md", "compare.png"]
     assert "2 ok, 2 failed, 1 interrupted, 1 running" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------- seeds
+
+def sample_mean_std(values):
+    """Mean and sample standard deviation (n - 1 in the denominator), written out."""
+    mean = sum(values) / len(values)
+    return mean, (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+
+
+SEED_METRICS = {  # (heads, seed) -> final metrics; (2, 1) failed
+    (1, 0): {"val/seq_acc": 0.75, "val/loss": 0.61, "steps_to_solve": None},
+    (1, 1): {"val/seq_acc": 0.8125, "val/loss": 0.42, "steps_to_solve": 300},
+    (1, 2): {"val/seq_acc": 0.90625, "val/loss": 0.33, "steps_to_solve": 200},
+    (2, 0): {"val/seq_acc": 1.0, "val/loss": 0.02, "steps_to_solve": 150},
+    (2, 2): {"val/seq_acc": 0.984375, "val/loss": 0.07, "steps_to_solve": 250},
+}
+
+
+@pytest.fixture
+def seed_sweep(tmp_path):
+    """`train.py -m max_steps=400 heads=1,2 seed=0,1,2`: 2 configurations x 3 seeds, job 4 (heads=2 seed=1) failed."""
+    sweep = tmp_path / "sweep"
+    summary = []
+    for job, (heads, seed) in enumerate((h, s) for h in (1, 2) for s in (0, 1, 2)):
+        overrides = ["max_steps=400", f"heads={heads}", f"seed={seed}"]
+        metrics = SEED_METRICS.get((heads, seed))
+        if metrics is None:
+            write_job(sweep, job, overrides, run_info={"status": "failed", "error": "RuntimeError: CUDA out of memory"})
+            summary.append({"job": job, "status": "failed", "error": "RuntimeError: CUDA out of memory"})
+            continue
+        metrics = {**metrics, "global_step": 400, "params": 1000 * heads}
+        write_job(sweep, job, overrides, run_info={"status": "ok", "wall_time_s": 2.0}, metrics=metrics)
+        summary.append({"job": job, "status": "ok", "metrics": metrics, "wall_time_s": 2.0})
+    (sweep / "sweep_summary.json").write_text(json.dumps({"jobs": summary}))
+    (sweep / "multirun.yaml").write_text(
+        "hydra:\n  overrides:\n    task:\n    - max_steps=400\n    - heads=1,2\n    - seed=0,1,2\n")
+    return sweep
+
+
+def test_seed_groups(seed_sweep):
+    sweep = collect_sweep(seed_sweep)
+    groups = seed_groups(sweep)
+    assert [(g.configuration, g.seeds, [j.id for j in g.jobs]) for g in groups] == [
+        ("heads=1", ["0", "1", "2"], ["0", "1", "2"]), ("heads=2", ["0", "1", "2"], ["3", "4", "5"])]
+    assert [len(g.ok) for g in groups] == [3, 2] and show_groups(groups)
+    for group, heads in zip(groups, (1, 2), strict=True):
+        for name in ("val/seq_acc", "val/loss"):
+            values = [m[name] for (h, _), m in SEED_METRICS.items() if h == heads]
+            mean, std = sample_mean_std(values)
+            assert group.values(name) == pytest.approx(values)
+            assert mean_std(group.values(name)) == pytest.approx((mean, std))
+    # Per job: steps_to_solve as written, null = never solved.
+    assert [(j.reports_solve, j.steps_to_solve) for j in sweep.jobs] == [
+        (True, None), (True, 300), (True, 200), (True, 150), (False, None), (True, 250)]
+    assert groups[0].solve_steps() == ([300, 200], 3) and groups[1].solve_steps() == ([150, 250], 2)
+
+
+def test_seed_groups_in_the_reports(seed_sweep):
+    proc = run_script(COMPARE, str(seed_sweep), timeout=60, check=True)
+    acc1, acc1_std = sample_mean_std([0.75, 0.8125, 0.90625])
+    acc2, acc2_std = sample_mean_std([1.0, 0.984375])
+    loss2, loss2_std = sample_mean_std([0.02, 0.07])
+    solve1, solve1_std = sample_mean_std([300, 200])
+    solve2, solve2_std = sample_mean_std([150, 250])
+    cell1 = f"{acc1:.4f} ± {acc1_std:.4f} (n=3)"
+    cell2 = f"{acc2:.4f} ± {acc2_std:.4f} (n=2 of 3)"
+    assert (cell1, cell2) == ("0.8229 ± 0.0786 (n=3)", "0.9922 ± 0.0110 (n=2 of 3)")  # the numbers by hand
+    solve_cell1 = f"2/3 solved, {solve1:.0f} ± {solve1_std:.0f}"
+    solve_cell2 = f"2/2 solved, {solve2:.0f} ± {solve2_std:.0f} (n=2 of 3)"
+    assert (solve_cell1, solve_cell2) == ("2/3 solved, 250 ± 71", "2/2 solved, 200 ± 71 (n=2 of 3)")
+
+    # The console: the per-job table (steps_to_solve column), then the grouped one.
+    out = proc.stdout
+    assert out.index("Seeds: jobs that differ only in seed") > out.index("│ 5 ")
+    jobs = {line.split("│")[1].strip(): line for line in out.splitlines() if line.startswith("│")}
+    assert "never" in jobs["0"] and " 300 " in jobs["1"] and "failed" in jobs["4"]
+    groups = [line for line in out.splitlines() if line.startswith("│ heads=")]
+    assert len(groups) == 2
+    assert cell1 in groups[0] and solve_cell1 in groups[0] and "3 ok" in groups[0]
+    assert cell2 in groups[1] and solve_cell2 in groups[1] and "2 ok, 1 failed" in groups[1]
+    assert f"{loss2:.4f} ± {loss2_std:.4f} (n=2 of 3)" in groups[1]
+
+    markdown = (seed_sweep / "compare.md").read_text()
+    per_job, seeds = markdown.split("## Seeds")
+    assert "| 0 | `heads=1 seed=0` | ok | 0.7500 | 0.6100 | never |" in per_job
+    assert "| configuration | seeds | jobs | val/seq_acc | val/loss | steps_to_solve |" in seeds
+    assert f"| `heads=2` | 0, 1, 2 | 2 ok, 1 failed | {cell2} |" in seeds
+
+    with (seed_sweep / "compare.csv").open() as f:
+        per_job_csv = list(csv.DictReader(f))
+    assert [r["steps_to_solve"] for r in per_job_csv] == ["never", "300", "200", "150", "", "250"]
+    with (seed_sweep / "compare_groups.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["configuration"], r["seeds"], r["jobs"], r["ok"]) for r in rows] == [
+        ("heads=1", "0 1 2", "3", "3"), ("heads=2", "0 1 2", "3", "2")]
+    assert float(rows[0]["val/seq_acc_mean"]) == pytest.approx(acc1)
+    assert float(rows[0]["val/seq_acc_std"]) == pytest.approx(acc1_std)
+    assert float(rows[1]["val/loss_mean"]) == pytest.approx(loss2)
+    assert float(rows[1]["val/loss_std"]) == pytest.approx(loss2_std)
+    assert (rows[1]["val/seq_acc_n"], rows[0]["solved"], rows[0]["solve_reported"]) == ("2", "2", "3")
+    assert float(rows[0]["steps_to_solve_mean"]) == pytest.approx(solve1)
+    assert float(rows[1]["steps_to_solve_std"]) == pytest.approx(solve2_std)
+
+
+def test_format_stat():
+    assert format_stat([0.5], 1) == "0.5000 (n=1)"
+    assert format_stat([0.5], 3) == "0.5000 (n=1 of 3)"
+    assert format_stat([], 2) == "— (n=0 of 2)"
+    assert format_stat([1.0, 2.0, 4.0], 3) == f"2.3333 ± {(((1 - 7 / 3) ** 2 + (2 - 7 / 3) ** 2 + (4 - 7 / 3) ** 2) / 2) ** 0.5:.4f} (n=3)"
+
+
+def test_one_seed_per_configuration_has_no_grouped_view(written_sweep):
+    assert not show_groups(seed_groups(collect_sweep(written_sweep)))

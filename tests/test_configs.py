@@ -50,6 +50,12 @@ REJECTION_RULES: list[tuple[tuple[str | None, str | None, str | None], str, str]
      "next_word: masking <pad> keys still lets each position see the word it must predict"),
     (("cross", "next_word", "causal"), "task=next_word",
      "cross is encoder-decoder: language modelling has no source sequence to attend to"),
+    ((None, "induction", "none"), "mask=none",
+     "induction without a causal mask: each position of the repeat would see the word it must predict"),
+    ((None, "induction", "padding"), "mask=padding",
+     "induction: masking <pad> keys still lets each position see the word it must predict"),
+    (("cross", "induction", "causal"), "task=induction",
+     "cross is encoder-decoder: its decoder cannot be causal, and induction needs a causal mask"),
     (("cross", None, "causal"), "mask=causal",
      "cross: the decoder's queries attend to the whole encoded source; causal masking has no meaning there"),
 ]
@@ -75,8 +81,9 @@ def combo_overrides(model: str, task: str, mask: str) -> list[str]:
 def test_the_groups_offer_every_variant_and_task():
     assert MODELS == sorted(VARIANTS)
     assert TASK_NAMES == sorted(TASK_REGISTRY)
-    # 5 models x 4 tasks x 3 masks; 14 of them cannot work (10 next_word without causal mask, 4 cross).
-    assert (len(COMBINATIONS), len(REJECTED)) == (60, 14)
+    # 5 models x 6 tasks x 3 masks; 26 of them cannot work (10 next_word and 10 induction without a causal mask,
+    # 6 cross with one).
+    assert (len(COMBINATIONS), len(REJECTED)) == (90, 26)
 
 
 @pytest.mark.parametrize(("model", "task", "mask"), ACCEPTED, ids=["-".join(c) for c in ACCEPTED])
@@ -178,8 +185,8 @@ def test_typos_and_wrong_types_fail_at_compose_time(overrides, named):
     for option in options(group)
 ])
 def test_every_group_option_composes_and_validates(group, option):
-    # task=next_word alone keeps the default mask=padding, rejected above: it needs mask=causal.
-    extra = ["mask=causal"] if (group, option) == ("task", "next_word") else []
+    # task=next_word or induction alone keeps the default mask=padding, rejected above: they need mask=causal.
+    extra = ["mask=causal"] if (group, option) in (("task", "next_word"), ("task", "induction")) else []
     validate(compose_config([f"{group}={option}", *extra]))
 
 
@@ -283,3 +290,15 @@ def test_slurm_launcher_preset_renders_an_sbatch_script(fake_srun, tmp_path: Pat
     for line in ("--time=60", "--gpus-per-node=1", "--partition=gpu", "--ntasks-per-node=1", "--nodes=1",
                  "--cpus-per-task=4", "--mem=16GB", f"--output={tmp_path}/.submitit/"):
         assert f"#SBATCH {line}" in script
+
+
+def test_run_names_say_what_was_set():
+    """TensorBoard's name for a run: its overrides, without the ones that only change the display or the place."""
+    from attention_lab.run.overrides import run_name
+
+    assert run_name(["model=multihead", "heads=3"]) == "model=multihead,heads=3"
+    assert run_name(["+position=rope", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",
+                     "hydra.run.dir=/x", "resume=/x", "device=cpu", "task.corpus=/data/my.txt"]) == \
+        "position=rope,task.corpus=_data_my.txt"
+    assert run_name([]) == ""
+    assert len(run_name([f"tags=[{'x' * 300}]", f"task.corpus={'y' * 300}"])) == 150

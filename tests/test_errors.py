@@ -129,7 +129,7 @@ def test_preflight_rejects(overrides, fragment):
 
 
 COMPOSE_CASES = {
-    "unknown task": (["task=nope"], "task=nope is unknown: choose one of copy, next_word, reverse, sort"),
+    "unknown task": (["task=nope"], "task=nope is unknown: choose one of copy, induction, next_word, recall, reverse, sort"),
     "unknown device": (["device=tpu"], "device=tpu is invalid: choose one of auto, cpu, cuda, mps"),
     "layers not an integer": (["layers=1.5"], "layers=1.5 is invalid: expected an integer, got '1.5'"),
     "lr not a number": (["lr=fast"], "lr=fast is invalid: expected a number, got 'fast'"),
@@ -212,7 +212,7 @@ VALUES = {
     "d_model": ["48", "16", "0", "50"],
     "layers": ["1", "2", "0"],
     "mask": ["none", "causal", "padding", "bogus"],
-    "task": ["copy", "reverse", "sort", "next_word", "nope"],
+    "task": ["copy", "reverse", "sort", "next_word", "recall", "induction", "nope"],
     "lr": ["0.003", "0", "-1", "abc"],
     "model.dropout": ["0.0", "0.2", "1.0"],
     "batch_size": ["16", "0"],

@@ -38,7 +38,9 @@ def tensorboard_steps(run_dir: Path, tag: str = "train/loss") -> list[list[int]]
     """Steps of `tag` in each event file of the run's TensorBoard dir, in file order."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-    files = sorted((run_dir / "tensorboard").glob("events.out.tfevents.*"), key=lambda p: p.name.split(".")[3:])
+    from attention_lab.run.files import tensorboard_dir
+
+    files = sorted(tensorboard_dir(run_dir).glob("events.out.tfevents.*"), key=lambda p: p.name.split(".")[3:])
     steps = []
     for path in files:
         found = [event.step for event in EventFileLoader(str(path)).Load()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import script_env
+from conftest import SOLVED_RUN_MAX_STEPS, script_env
 
 STARTUP_TIMEOUT_S = 120  # imports and the first scan of the logdir, on a busy machine
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -83,10 +83,14 @@ def tensorboard(solved_run: Path, tmp_path_factory) -> Iterator[TensorBoard]:
         log.close()
 
 
+# The one run under the logdir: the run dir's tensorboard/ folder, named by the run's overrides (conftest's
+# solved_run sets max_steps; the other overrides it gives only change what is logged, so they are not in the name).
+RUN = f"tensorboard/max_steps={SOLVED_RUN_MAX_STEPS}"
+
+
 def run_of(tags_by_run: dict) -> dict:
-    """The one run under the logdir (its `tensorboard/` folder)."""
-    assert list(tags_by_run) == ["tensorboard"], list(tags_by_run)
-    return tags_by_run["tensorboard"]
+    assert list(tags_by_run) == [RUN], list(tags_by_run)
+    return tags_by_run[RUN]
 
 
 def test_server_serves_the_scalars(tensorboard: TensorBoard):
@@ -94,14 +98,14 @@ def test_server_serves_the_scalars(tensorboard: TensorBoard):
     expected = {"train/loss", "train/token_acc", "train/seq_acc", "val/loss", "val/token_acc", "val/seq_acc",
                 "lr-AdamW", "attention_entropy/layer0/head0", "attention_entropy/layer1/head3"}
     assert expected <= set(tags)
-    points = tensorboard.get_json("/data/plugin/scalars/scalars", run="tensorboard", tag="val/seq_acc")
+    points = tensorboard.get_json("/data/plugin/scalars/scalars", run=RUN, tag="val/seq_acc")
     assert points and points[-1][2] >= 0.99  # [wall_time, step, value]
 
 
 def test_server_serves_the_attention_images(tensorboard: TensorBoard):
     tags = run_of(tensorboard.get_json("/data/plugin/images/tags"))
     assert {f"attention/layer{layer}/head{head}" for layer in range(2) for head in range(4)} <= set(tags)
-    images = tensorboard.get_json("/data/plugin/images/images", run="tensorboard", tag="attention/layer1/head0")
+    images = tensorboard.get_json("/data/plugin/images/images", run=RUN, tag="attention/layer1/head0")
     assert len(images) >= 2  # every log_attention_every_n_steps, and at the end
     assert tensorboard.get("/data/plugin/images/individualImage?" + images[-1]["query"]).startswith(PNG)
 

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
+from attention_lab.run.files import tensorboard_dir
 from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, run_train
 
 MODELS = ["simple", "self", "cross", "multihead", "multihead_concat"]
@@ -36,7 +37,7 @@ def metrics_of(run_dir: Path) -> dict:
 
 def event_pids(run_dir: Path) -> set[int]:
     """Event files are named events.out.tfevents.<time>.<host>.<pid>.<n>: the processes that wrote them."""
-    return {int(p.name.split(".")[-2]) for p in (run_dir / "tensorboard").glob("events.out.tfevents.*")}
+    return {int(p.name.split(".")[-2]) for p in tensorboard_dir(run_dir).glob("events.out.tfevents.*")}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def debug_sweep(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def events(solved_run: Path) -> EventAccumulator:
-    accumulator = EventAccumulator(str(solved_run / "tensorboard"),
+    accumulator = EventAccumulator(str(tensorboard_dir(solved_run)),
                                    size_guidance={"scalars": 0, "images": 0, "tensors": 0})
     return accumulator.Reload()
 
@@ -93,12 +94,22 @@ def test_default_experiment_reaches_099_val_sequence_accuracy(solved_run: Path, 
     assert 0 < metrics["global_step"] <= SOLVED_RUN_MAX_STEPS
 
 
+def test_steps_to_solve_is_the_first_validation_at_099(solved_run: Path, events):
+    """metrics.json's steps_to_solve, checked against the val/seq_acc curve TensorBoard holds."""
+    curve = [(event.step, event.value) for event in events.Scalars("val/seq_acc")]
+    first = next(step for step, value in curve if value >= 0.99)
+    # Lightning plots the validation that follows n training steps at step n - 1 (the last training step's
+    # index); steps_to_solve counts the steps taken, as global_step does.
+    assert metrics_of(solved_run)["steps_to_solve"] == first + 1
+    assert events.Scalars("hp/steps_to_solve")[-1].value == first + 1  # beside the final metrics in HParams
+
+
 def test_run_dir_layout(solved_run: Path):
     assert {p.name for p in (solved_run / ".hydra").iterdir()} >= {"config.yaml", "hydra.yaml", "overrides.yaml"}
     assert (solved_run / "checkpoints" / "last.ckpt").is_file()
     assert (solved_run / "checkpoints" / "best.ckpt").is_file()
     assert (solved_run / "metrics.json").is_file()
-    assert list((solved_run / "tensorboard").glob("events.out.tfevents.*"))
+    assert list(tensorboard_dir(solved_run).glob("events.out.tfevents.*"))
 
 
 def test_best_checkpoint_holds_the_solved_model(solved_run: Path, solved_cfg):

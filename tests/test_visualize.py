@@ -171,7 +171,9 @@ def test_visualize_script_writes_png_html_and_tensorboard(tiny_trained_run, tmp_
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"images": 0})
+    from attention_lab.run.files import tensorboard_dir
+
+    events = EventAccumulator(str(tensorboard_dir(run)), size_guidance={"images": 0})
     events.Reload()
     tags = set(events.Tags()["images"])
     stem = pngs[0].stem

@@ -102,6 +102,8 @@ class TaskConfig:
     max_len: int = 8
     train_size: int = 4000
     val_size: int = 500
+    pairs: int = 4  # task=recall: key-value pairs in each input
+    queries: int = 2  # task=recall: keys asked for after the pairs (at most task.pairs)
     masks: list[str] = field(default_factory=lambda: list(ALL_MASKS))  # the masks the task can be learned with
 
 
@@ -137,6 +139,7 @@ class TrainConfig:
     log_attention_every_n_steps: int = 200
     num_predictions_logged: int = 4
     tags: list = field(default_factory=list)
+    run_name: str = ""  # set by the run from its overrides (attention_lab.run.overrides.run_name)
     resume: str | None = None  # run dir to continue: `python scripts/train.py resume=<run dir>`
 
 

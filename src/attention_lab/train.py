@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
 from pathlib import Path
@@ -18,6 +17,7 @@ from omegaconf import DictConfig
 from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
 from attention_lab.callbacks.rng_state import RngState
+from attention_lab.callbacks.steps_to_solve import StepsToSolve
 from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
 from attention_lab.config import Mask, Position
 from attention_lab.errors import TrainingInterrupted
@@ -45,6 +45,15 @@ def hparams_for_dashboard(cfg: DictConfig) -> dict[str, Any]:
         "block": model.block.name, "task": cfg.task.name, "lr": cfg.lr,
         "batch_size": cfg.batch_size, "dropout": model.dropout, "seed": cfg.seed,
     }
+
+
+def metrics_table(metrics: dict[str, Any]) -> str:
+    """The final metrics as a small aligned table (entropies and hparams stay in metrics.json)."""
+    shown = {k: v for k, v in metrics.items() if k.startswith("val/") or k in ("steps_to_solve", "global_step", "params")}
+    width = max(map(len, shown))
+    rows = [f"  {key:<{width}}  {value:.4f}" if isinstance(value, float) else f"  {key:<{width}}  {value}"
+            for key, value in shown.items()]
+    return "\n".join(rows)
 
 
 def check_stop(stop: StopSignals, trainer: L.Trainer, graceful: GracefulStop) -> None:
@@ -78,8 +87,8 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
 
     datamodule = hydra.utils.instantiate(cfg.data)
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
-    graceful = GracefulStop(stop)
-    callbacks = [*instantiate_all(cfg.get("callbacks")), graceful, StopOnNonFiniteLoss(), RngState()]
+    graceful, solved = GracefulStop(stop), StepsToSolve()
+    callbacks = [*instantiate_all(cfg.get("callbacks")), graceful, StopOnNonFiniteLoss(), RngState(), solved]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
@@ -101,13 +110,16 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     metrics: dict[str, Any] = {key: float(value) for key, value in final.items()}
     # No wall time (that is in run_info.json): reruns give a byte-identical file. The knobs a sweep varies ride
     # along under "hparams", as in TensorBoard's HParams tab.
-    metrics.update(global_step=trainer.global_step, params=sum(p.numel() for p in module.parameters()))
+    metrics.update(global_step=trainer.global_step, params=sum(p.numel() for p in module.parameters()),
+                   steps_to_solve=solved.step)
     metrics["hparams"] = hparams_for_dashboard(cfg)
     if trainer.is_global_zero:
         write_json(output_dir / METRICS, metrics)
         hp_metrics = {f"hp/{key.replace('/', '_')}": value for key, value in final.items() if key.startswith("val/")}
+        if solved.step is not None:  # never solved: no placeholder value
+            hp_metrics["hp/steps_to_solve"] = solved.step
         for logger in trainer.loggers:
             logger.log_hyperparams(hparams_for_dashboard(cfg), metrics=hp_metrics)
             logger.finalize("success")
-        log.info("final metrics: %s", json.dumps(metrics))
+        log.info("final metrics of %s:\n%s", output_dir, metrics_table(metrics))
     return metrics

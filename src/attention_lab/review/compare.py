@@ -1,6 +1,8 @@
 """Reports of a sweep (see :mod:`attention_lab.review.sweep`): one row per job with its overrides, final
 validation metrics, parameter count, steps, wall time, status and error, as a rich table, CSV, Markdown
-and a bar chart of the optimized metric. No torch import: reports of big sweeps are quick.
+and a bar chart of the optimized metric; and, when a configuration ran with several seeds, one row per
+configuration with mean ± std (n) of each metric and of steps_to_solve. No torch import: reports of big
+sweeps are quick.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import io
 from pathlib import Path
 
 from attention_lab.review.cli import ReviewError
-from attention_lab.review.sweep import Job, Sweep
+from attention_lab.review.sweep import Group, Job, Sweep, mean_std, seed_groups
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -31,9 +33,20 @@ def _metric_cell(job: Job, name: str) -> str:
     return "—" if value is None else f"{value:.4f}"
 
 
+def _solve_cell(job: Job) -> str:
+    if not job.reports_solve:
+        return "—"
+    return "never" if job.steps_to_solve is None else str(job.steps_to_solve)
+
+
+def _solve_columns(sweep: Sweep) -> list[str]:
+    return ["steps_to_solve"] if sweep.reports_solve else []
+
+
 def table_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
     """Header and rows as displayed (rich and Markdown)."""
-    header = ["job", "overrides", "status", *sweep.metric_names, "params", "steps", "wall time", "error"]
+    header = ["job", "overrides", "status", *sweep.metric_names, *_solve_columns(sweep), "params", "steps",
+              "wall time", "error"]
     rows = []
     for job in sweep.jobs:
         metrics = [_metric_cell(job, name) + (" ★" if job.best and name == sweep.metric else "")
@@ -42,7 +55,8 @@ def table_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
         if job.status == "running" and job.wall_time_s is not None:
             wall += " so far"
         error = job.error if len(job.error) <= 160 else job.error[:157] + "..."
-        rows.append([job.id, job.configuration, job.status, *metrics,
+        solve = [_solve_cell(job)] if sweep.reports_solve else []
+        rows.append([job.id, job.configuration, job.status, *metrics, *solve,
                      "—" if job.params is None else f"{int(job.params):,}",
                      "—" if job.steps is None else str(job.steps), wall, error])
     return header, rows
@@ -77,11 +91,12 @@ def to_csv(sweep: Sweep) -> str:
     """Raw values (no formatting): one row per job."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["job", "overrides", "all_overrides", "status", *sweep.metric_names, "params", "steps",
-                     "wall_time_s", "best", "error", "dir"])
-    for job in sweep.jobs:
+    writer.writerow(["job", "overrides", "all_overrides", "status", *sweep.metric_names, *_solve_columns(sweep),
+                     "params", "steps", "wall_time_s", "best", "error", "dir"])
+    for job in sweep.jobs:  # steps_to_solve: empty when not reported, "never" when null
+        solve = [_solve_cell(job).replace("—", "")] if sweep.reports_solve else []
         writer.writerow([job.id, job.configuration, " ".join(job.overrides), job.status,
-                         *[job.metrics.get(name, "") for name in sweep.metric_names],
+                         *[job.metrics.get(name, "") for name in sweep.metric_names], *solve,
                          "" if job.params is None else job.params, "" if job.steps is None else job.steps,
                          "" if job.wall_time_s is None else job.wall_time_s, job.best, job.error, str(job.dir)])
     return buffer.getvalue()
@@ -94,13 +109,109 @@ def rich_table(sweep: Sweep):
     table = Table(title=f"Sweep {sweep.dir}", caption=caption(sweep), caption_justify="left")
     styles = {"ok": "green", "failed": "bold red", "interrupted": "magenta", "running": "yellow", "stale": "magenta"}
     for name in header:
-        numeric = name in sweep.metric_names or name in ("params", "steps", "wall time")
+        numeric = name in sweep.metric_names or name in ("steps_to_solve", "params", "steps", "wall time")
         table.add_column(name, justify="right" if numeric else "left", overflow="fold",
                          style="dim" if name == "error" else None)
     for job, row in zip(sweep.jobs, rows, strict=True):
         row = list(row)
         row[2] = f"[{styles[job.status]}]{job.status}[/]"
         table.add_row(*row, style="bold" if job.best else None)
+    return table
+
+
+# ---------------------------------------------------------------------------------------------- seeds
+
+def show_groups(groups: list[Group]) -> bool:
+    """The grouped view is worth showing when some configuration ran more than once (several seeds)."""
+    return any(g.total > 1 for g in groups)
+
+
+def _count(n: int, total: int) -> str:
+    return f"n={n}" if n == total else f"n={n} of {total}"
+
+
+def format_stat(values: list[float], total: int, spec: str = ".4f") -> str:
+    """``mean ± std (n=k)`` with the sample std; ``value (n=1)`` for one value; ``of total`` when jobs
+    are missing from the statistics (failed, interrupted, ...)."""
+    mean, std = mean_std(values)
+    if mean is None:
+        return f"— ({_count(0, total)})"
+    text = f"{mean:{spec}}" if std is None else f"{mean:{spec}} ± {std:{spec}}"
+    return f"{text} ({_count(len(values), total)})"
+
+
+def format_solve(group: Group) -> str:
+    """``3/3 solved, 250 ± 50``: how many ok jobs reached val/seq_acc >= 0.99, and when (mean ± std)."""
+    solved, reporting = group.solve_steps()
+    if not reporting:
+        return "—"
+    mean, std = mean_std([float(s) for s in solved])
+    text = f"{len(solved)}/{reporting} solved"
+    if mean is not None:
+        text += f", {mean:.0f}" + ("" if std is None else f" ± {std:.0f}")
+    return text + ("" if reporting == group.total else f" ({_count(reporting, group.total)})")
+
+
+def _statuses(group: Group) -> str:
+    counts: dict[str, int] = {}
+    for job in group.jobs:
+        counts[job.status] = counts.get(job.status, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+def group_rows(sweep: Sweep, groups: list[Group]) -> tuple[list[str], list[list[str]]]:
+    header = ["configuration", "seeds", "jobs", *sweep.metric_names, *_solve_columns(sweep)]
+    rows = []
+    for group in groups:
+        solve = [format_solve(group)] if sweep.reports_solve else []
+        rows.append([group.configuration, ", ".join(group.seeds), _statuses(group),
+                     *[format_stat(group.values(name), group.total) for name in sweep.metric_names], *solve])
+    return header, rows
+
+
+def groups_to_markdown(sweep: Sweep, groups: list[Group]) -> str:
+    header, rows = group_rows(sweep, groups)
+    lines = ["## Seeds", "", "Jobs that differ only in `seed`: mean ± sample std (n) of the jobs with status ok.", "",
+             "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for row in rows:
+        cells = [_md_cell(c) for c in row]
+        cells[0] = f"`{cells[0]}`" if cells[0] != "(defaults)" else cells[0]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def groups_to_csv(sweep: Sweep, groups: list[Group]) -> str:
+    """Raw values, one row per configuration: <metric>_mean, _std (empty below 2 values), _n."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    stats = [f"{name}_{part}" for name in sweep.metric_names for part in ("mean", "std", "n")]
+    solve = ["solved", "solve_reported", "steps_to_solve_mean", "steps_to_solve_std"] if sweep.reports_solve else []
+    writer.writerow(["configuration", "all_overrides", "seeds", "jobs", "ok", *stats, *solve])
+    for group in groups:
+        row = [group.configuration, " ".join(group.overrides), " ".join(group.seeds), group.total, len(group.ok)]
+        for name in sweep.metric_names:
+            values = group.values(name)
+            mean, std = mean_std(values)
+            row += ["" if mean is None else mean, "" if std is None else std, len(values)]
+        if sweep.reports_solve:
+            solved, reporting = group.solve_steps()
+            mean, std = mean_std([float(s) for s in solved])
+            row += [len(solved), reporting, "" if mean is None else mean, "" if std is None else std]
+        writer.writerow(row)
+    return buffer.getvalue()
+
+
+def rich_group_table(sweep: Sweep, groups: list[Group]):
+    from rich.table import Table
+
+    header, rows = group_rows(sweep, groups)
+    table = Table(title="Seeds: jobs that differ only in seed", caption="mean ± sample std (n) of the ok jobs",
+                  caption_justify="left")
+    for name in header:
+        table.add_column(name, justify="left" if name in ("configuration", "seeds", "jobs") else "right",
+                         overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
@@ -139,11 +250,19 @@ def bar_chart(sweep: Sweep, path: Path) -> Path:
 
 
 def write_reports(sweep: Sweep, out: Path, stem: str = "compare") -> dict[str, Path]:
-    """compare.csv, .md and .png in ``out`` (a directory checked by :func:`~attention_lab.review.cli.output_dir`)."""
+    """compare.csv, .md and .png in ``out`` (a directory checked by :func:`~attention_lab.review.cli.output_dir`);
+    with several seeds per configuration, also compare_groups.csv and a "Seeds" section in compare.md."""
     paths = {"csv": out / f"{stem}.csv", "markdown": out / f"{stem}.md", "png": out / f"{stem}.png"}
+    groups = seed_groups(sweep)
+    markdown = to_markdown(sweep)
+    if show_groups(groups):
+        paths["groups_csv"] = out / f"{stem}_groups.csv"
+        markdown += "\n" + groups_to_markdown(sweep, groups)
     try:
         paths["csv"].write_text(to_csv(sweep))
-        paths["markdown"].write_text(to_markdown(sweep))
+        paths["markdown"].write_text(markdown)
+        if "groups_csv" in paths:
+            paths["groups_csv"].write_text(groups_to_csv(sweep, groups))
         bar_chart(sweep, paths["png"])
     except OSError as err:  # e.g. the disk filled up after the check
         raise ReviewError(f"cannot write the reports in {out} ({err.strerror or type(err).__name__}): "

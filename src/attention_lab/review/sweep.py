@@ -5,10 +5,14 @@ Per job directory: Hydra's ``.hydra/overrides.yaml`` and ``.hydra/config.yaml``,
 ok | failed | interrupted | running, ``error``, ``wall_time_s``, ``pid`` and ``host``). Per sweep:
 ``sweep_summary.json`` (``jobs``: ``job``, ``status``, ``error``, ``metrics``, ``output_dir``,
 ``wall_time_s``) and Hydra's ``multirun.yaml`` (the sweep's command line, the sweeper's direction).
+``metrics.json`` may hold ``steps_to_solve``: the first step at which val/seq_acc >= 0.99, null if never.
 
 A job without a recorded status is ``ok`` once its ``metrics.json`` exists; a ``running`` job whose
 process is gone is ``failed``; a job without any record is ``running`` while its files still change
 and ``stale`` once nothing was written for ``stale_minutes``. No torch import: big sweeps read quickly.
+
+:func:`seed_groups` groups the jobs whose overrides are equal except for ``seed=``: the repeats of one
+configuration (``python scripts/train.py -m ... seed=0,1,2``), summarised as mean ± sample std and n.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import math
 import os
 import re
 import socket
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +48,8 @@ class Job:
     optimized_metric: str | None = None
     configuration: str = ""  # the overrides that differ between jobs
     best: bool = False
+    reports_solve: bool = False  # metrics.json has steps_to_solve (a number, or null: never solved)
+    steps_to_solve: int | None = None
 
     @property
     def value(self) -> float | None:
@@ -62,11 +69,69 @@ class Sweep:
     def counts(self) -> dict[str, int]:
         return {s: sum(j.status == s for j in self.jobs) for s in STATUSES if any(j.status == s for j in self.jobs)}
 
+    @property
+    def reports_solve(self) -> bool:
+        return any(j.reports_solve for j in self.jobs)
+
+
+SEED_OVERRIDE = re.compile(r"^\+{0,2}seed=")  # seed=1, +seed=1, ++seed=1
+
+
+def seed_of(job: Job) -> str | None:
+    return next((o.split("=", 1)[1] for o in job.overrides if SEED_OVERRIDE.match(o)), None)
+
+
+def mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (ddof=1; None below 2 values)."""
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+@dataclass
+class Group:
+    """Jobs of one configuration that differ only in their seed. Statistics use the jobs with status ok;
+    the others (failed, interrupted, ...) are counted in ``total`` but not averaged."""
+
+    configuration: str  # the group's overrides that differ between jobs, without the seed
+    overrides: list[str]  # all its overrides but the seed
+    jobs: list[Job]
+
+    @property
+    def total(self) -> int:
+        return len(self.jobs)
+
+    @property
+    def ok(self) -> list[Job]:
+        return [j for j in self.jobs if j.status == "ok"]
+
+    @property
+    def seeds(self) -> list[str]:
+        return [seed_of(j) or "default" for j in self.jobs]
+
+    def values(self, name: str) -> list[float]:
+        return [j.metrics[name] for j in self.ok if name in j.metrics]
+
+    def solve_steps(self) -> tuple[list[int], int]:
+        """The steps_to_solve of the ok jobs that solved the task, and how many ok jobs report it."""
+        reporting = [j for j in self.ok if j.reports_solve]
+        return [j.steps_to_solve for j in reporting if j.steps_to_solve is not None], len(reporting)
+
+
+def seed_groups(sweep: Sweep) -> list[Group]:
+    """Jobs grouped by their overrides without ``seed=``, in the order of each group's first job."""
+    groups: dict[tuple[str, ...], Group] = {}
+    for job in sweep.jobs:
+        overrides = [o for o in job.overrides if not SEED_OVERRIDE.match(o)]
+        key = tuple(sorted(overrides))
+        if key not in groups:
+            configuration = " ".join(o for o in overrides if o not in sweep.common_overrides) or "(defaults)"
+            groups[key] = Group(configuration, overrides, [])
+        groups[key].jobs.append(job)
+    return list(groups.values())
+
 
 # ---------------------------------------------------------------------------------------------- files
-
-
-
 
 def read_yaml(path: Path) -> Any:
     if not path.is_file():
@@ -146,6 +211,10 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict]) -> Job:
     if metrics:
         job.metrics = {k: float(v) for k, v in metrics.items() if k.startswith("val/") and isinstance(v, (int, float))}
         job.params, job.steps = metrics.get("params"), metrics.get("global_step")
+        if "steps_to_solve" in metrics:
+            solve = metrics["steps_to_solve"]
+            job.reports_solve = True
+            job.steps_to_solve = int(solve) if isinstance(solve, (int, float)) and math.isfinite(solve) else None
         status = status or "ok"
     job.wall_time_s = info.get("wall_time_s") if info.get("wall_time_s") is not None else entry.get("wall_time_s")
     job.error = last_line(entry.get("error") or info.get("error"))

@@ -14,6 +14,7 @@ from attention_lab.review.cli import ReviewError, output_dir
 from attention_lab.review.grid import grid_figure, save_grid_png
 from attention_lab.review.html_view import write_html
 from attention_lab.review.maps import compute_maps, describe_run, find_run, load_module
+from attention_lab.run.files import tensorboard_dir
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def visualize(run: str | Path, text: str | None = None, *, out: str | Path | Non
         raise ReviewError(f"cannot write the maps in {out_dir} ({err.strerror or type(err).__name__}): "
                           "choose another directory with --out DIR") from None
     if tensorboard:
-        log_dir = files.run_dir / "tensorboard"
+        log_dir = tensorboard_dir(files.run_dir)
         add_to_tensorboard(maps, log_dir, step, stem)
         result["tensorboard"] = log_dir
     return result

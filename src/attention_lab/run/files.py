@@ -34,6 +34,13 @@ def read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def tensorboard_dir(run_dir: Path) -> Path:
+    """Where the run's TensorBoard events are: ``<run dir>/tensorboard/<run name>`` (``tensorboard/`` itself for a
+    run without overrides)."""
+    found = sorted(run_dir.glob("tensorboard/**/events.out.tfevents.*"), key=lambda p: p.stat().st_mtime)
+    return found[-1].parent if found else run_dir / "tensorboard"
+
+
 def secondary_process() -> bool:
     """A data-parallel worker other than the first (Lightning's DDP launcher, torchrun or SLURM tasks re-run
     this script with the same run dir). Such a worker neither claims the run dir nor writes its records."""

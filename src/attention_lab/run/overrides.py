@@ -10,3 +10,16 @@ def is_override(arg: str) -> bool:
 def override_key(override: str) -> str:
     """`+task.max_len=6` -> `task.max_len`."""
     return override.split("=", 1)[0].lstrip("+~")
+
+
+# Settings that change how a run is shown or where it runs, not what it trains: left out of its name.
+NOT_IN_NAME = ("resume", "hydra", "trainer.enable_progress_bar", "callbacks", "logger", "probe", "threads",
+               "device", "log_attention_every_n_steps", "num_predictions_logged", "tags", "run_name")
+
+
+def run_name(overrides: list[str], limit: int = 150) -> str:
+    """``model=multihead,heads=3``: the run's own overrides, as TensorBoard's name for it ("" for none)."""
+    kept = [o.lstrip("+~") for o in overrides
+            if not any(override_key(o) == k or override_key(o).startswith((k + ".", k + "/")) for k in NOT_IN_NAME)]
+    name = ",".join(kept).replace("/", "_")
+    return name if len(name) <= limit else name[: limit - 1] + "…"

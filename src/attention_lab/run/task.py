@@ -21,6 +21,7 @@ from attention_lab.errors import ConfigError, TrainingInterrupted
 from attention_lab.run import resume as resuming
 from attention_lab.run.describe import describe, expected_error
 from attention_lab.run.files import SUMMARY, TRACEBACK, secondary_process
+from attention_lab.run.overrides import run_name
 from attention_lab.run.run_dir import RunDirLock, RunInfo
 from attention_lab.run.signals import StopSignals
 from attention_lab.run.sweep_summary import write_summary
@@ -77,6 +78,8 @@ class RunTask:
                     from attention_lab.run.preflight import check_run
 
                     check_run(cfg)
+                # A resumed run keeps the name its first attempt had: the same TensorBoard run, continued.
+                cfg.run_name = run_name(plan.saved if plan else self.overrides)
                 self.info.begin(job=self.job, overrides=plan.overrides if plan else self.overrides, resume=bool(plan))
                 if plan is not None and self.lock is not None:
                     resuming.record(plan, cfg)

@@ -1,0 +1,72 @@
+"""recall: multi-query associative recall (Arora et al. 2023, *Zoology*). The input is task.pairs key-value
+word pairs (distinct keys, any values), then task.queries of those keys again, in random order. The target at
+each query is that key's value; everywhere else it is <pad>, which the loss and the accuracies ignore. Solving
+it needs a lookup by content: find the earlier occurrence of the query and read the word after it."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+from attention_lab.config import TaskConfig
+from attention_lab.data.corpus import PAD_ID, Vocabulary
+from attention_lab.data.tasks.base import Pairs, Task, register_task
+from attention_lab.errors import ConfigError
+
+
+@register_task("recall")
+class RecallTask(Task):
+    @staticmethod
+    def length(config: TaskConfig) -> int:
+        return 2 * config.pairs + config.queries
+
+    @staticmethod
+    def available(words: int, config: TaskConfig) -> int:
+        """Distinct inputs: ordered distinct keys x any values x ordered distinct queries."""
+        return math.perm(words, config.pairs) * words**config.pairs * math.perm(config.pairs, config.queries)
+
+    def check(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> None:
+        for key in ("pairs", "queries"):
+            value = getattr(config, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"task.{key}={value} is invalid for task=recall: it must be a positive integer")
+        if config.queries > config.pairs:
+            raise ConfigError(f"task.queries={config.queries} is invalid for task=recall: only task.pairs="
+                              f"{config.pairs} keys can be asked for; lower task.queries or raise task.pairs")
+        if self.length(config) > config.max_len:
+            raise ConfigError(
+                f"task.pairs={config.pairs} is invalid for task=recall: {config.pairs} pairs and task.queries="
+                f"{config.queries} make inputs of {self.length(config)} words, longer than task.max_len="
+                f"{config.max_len}; lower task.pairs or task.queries, or raise task.max_len (and model.context_length)")
+        words = len(vocab.words)
+        if words < config.pairs:
+            raise ConfigError(f"task.pairs={config.pairs} is invalid for task=recall: the keys must be distinct and "
+                              f"task.corpus has only {words} distinct words; lower task.pairs or use a larger corpus")
+        n, available = config.train_size + config.val_size, self.available(words, config)
+        if available < n:
+            raise ConfigError(
+                f"task.train_size + task.val_size = {n} is invalid for task=recall: the corpus's {words} words make "
+                f"only {available} distinct inputs of task.pairs={config.pairs}; raise task.pairs or use fewer samples")
+
+    @staticmethod
+    def example(word_ids: list[int], config: TaskConfig, rng: random.Random) -> tuple[list[int], list[int]]:
+        keys = rng.sample(word_ids, config.pairs)
+        values = [rng.choice(word_ids) for _ in keys]
+        asked = rng.sample(range(config.pairs), config.queries)
+        inputs = [word for pair in zip(keys, values, strict=True) for word in pair] + [keys[i] for i in asked]
+        targets = [PAD_ID] * (2 * config.pairs) + [values[i] for i in asked]
+        return inputs, targets
+
+    def pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
+              rng: random.Random) -> tuple[Pairs, Pairs]:
+        self.check(vocab, sentences, config)
+        word_ids = [vocab.stoi[w] for w in vocab.words]
+        examples: Pairs = []
+        seen: set[tuple[int, ...]] = set()
+        while len(examples) < config.train_size + config.val_size:  # distinct inputs: train and val disjoint
+            inputs, targets = self.example(word_ids, config, rng)
+            if tuple(inputs) not in seen:
+                seen.add(tuple(inputs))
+                examples.append((inputs, targets))
+        return examples[config.val_size:], examples[:config.val_size]
