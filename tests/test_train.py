@@ -140,7 +140,10 @@ def test_events_hold_an_attention_map_for_every_layer_and_head(events, solved_cf
     final_step = metrics_of(solved_run)["global_step"]
     expected = {f"attention/layer{layer}/head{head}" for layer in range(solved_cfg.layers)
                 for head in range(solved_cfg.model.num_heads)}
-    assert set(events.Tags()["images"]) == expected
+    # Beside the attention maps: one heatmap per head score (random sequences of 3-8 of 17 words repeat words
+    # in the first validation batch, so the induction score exists too).
+    head_scores = {"head_score/previous_token", "head_score/self", "head_score/induction"}
+    assert set(events.Tags()["images"]) == expected | head_scores
     for tag in expected:
         images = events.Images(tag)
         steps = [image.step for image in images]

@@ -13,6 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.config import Mask, Position
+from attention_lab.data.tasks.base import check_ood_range
 from attention_lab.errors import ConfigError
 
 VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what the final validation measures
@@ -86,6 +87,10 @@ def check_sizes(cfg: DictConfig) -> None:
     if task.max_len > model.context_length:
         raise ConfigError(f"task.max_len={task.max_len} is invalid: sequences longer than the positional table "
                           f"(model.context_length={model.context_length}) cannot be embedded; raise model.context_length")
+    if check_ood_range(task) and task.ood_max_len > model.context_length:
+        raise ConfigError(f"task.ood_max_len={task.ood_max_len} is invalid: sequences longer than the positional "
+                          f"table (model.context_length={model.context_length}) cannot be embedded; raise "
+                          "model.context_length")
     lr = cfg.get("lr")
     if lr is None or not 0 < lr < math.inf:
         raise ConfigError(f"lr={lr} is invalid: the learning rate must be a finite number > 0")

@@ -104,6 +104,8 @@ class TaskConfig:
     val_size: int = 500
     pairs: int = 4  # task=recall: key-value pairs in each input
     queries: int = 2  # task=recall: keys asked for after the pairs (at most task.pairs)
+    ood_min_len: int | None = None  # a second validation set of longer inputs (ood/*): None = none
+    ood_max_len: int | None = None
     masks: list[str] = field(default_factory=lambda: list(ALL_MASKS))  # the masks the task can be learned with
 
 

@@ -13,6 +13,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from attention_lab.config import Mask, ModelConfig
 from attention_lab.data.corpus import PAD_ID, UNK_ID
+from attention_lab.head_scores import head_scores, score_name
 from attention_lab.model import SequenceModel
 
 
@@ -40,6 +41,9 @@ class AttentionLitModule(L.LightningModule):
         # Validation metrics accumulate over the whole validation set (and sync across DDP processes).
         self.val_token_acc = MulticlassAccuracy(len(self.vocab), average="micro", ignore_index=PAD_ID)
         self.val_seq_acc = MeanMetric()
+        # The second validation set (task.ood_min_len..task.ood_max_len), when the datamodule gives one.
+        self.ood_token_acc = MulticlassAccuracy(len(self.vocab), average="micro", ignore_index=PAD_ID)
+        self.ood_seq_acc = MeanMetric()
 
     def forward(self, tokens: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
         padding = tokens == PAD_ID if self.padding_mask else None
@@ -71,24 +75,40 @@ class AttentionLitModule(L.LightningModule):
             self.log_dict({"loss": metrics["train/loss"], "acc": metrics["train/seq_acc"]}, prog_bar=True, logger=False)
         return loss
 
-    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        # Weights only for the first batch: enough for the entropy curves, fast path otherwise.
-        first = batch_idx == 0
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        # Weights only for the first batch of the validation set: enough for the entropy curves and head scores,
+        # fast path otherwise. Dataloader 1 is the longer, out-of-distribution set: ood/* metrics only.
+        first = batch_idx == 0 and dataloader_idx == 0
         loss, logits, weights = self.loss(batch, need_weights=first)
         inputs, targets = batch
         preds = logits.argmax(-1)
-        self.val_token_acc(preds, targets)
-        self.val_seq_acc(self.exact_sequences(preds, targets))
+        prefix, token_acc, seq_acc = (("val", self.val_token_acc, self.val_seq_acc) if dataloader_idx == 0
+                                      else ("ood", self.ood_token_acc, self.ood_seq_acc))
+        token_acc(preds, targets)
+        seq_acc(self.exact_sequences(preds, targets))
         # The loss tensor is averaged over DDP processes (sync_dist; a no-op in one process); the torchmetrics
-        # objects sync themselves.
-        self.log("val/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True)
-        self.log("val/token_acc", self.val_token_acc, on_epoch=True)
-        self.log("val/seq_acc", self.val_seq_acc, on_epoch=True, prog_bar=True)
+        # objects sync themselves. Plain names for both sets: "ood/loss", not "ood/loss/dataloader_idx_1".
+        self.log(f"{prefix}/loss", loss, on_epoch=True, prog_bar=dataloader_idx == 0, sync_dist=True,
+                 add_dataloader_idx=False)
+        self.log(f"{prefix}/token_acc", token_acc, on_epoch=True, add_dataloader_idx=False)
+        self.log(f"{prefix}/seq_acc", seq_acc, on_epoch=True, prog_bar=dataloader_idx == 0,
+                 add_dataloader_idx=False)
         if first:
-            real = inputs != PAD_ID
-            for layer, w in enumerate(weights):
-                for head, value in enumerate(attention_entropy(w, real)):
-                    self.log(f"attention_entropy/layer{layer}/head{head}", value, on_epoch=True, sync_dist=True)
+            self.log_attention_measures(inputs, weights)
+
+    def log_attention_measures(self, inputs: Tensor, weights: list[Tensor]) -> None:
+        """Entropy of every head and, for models whose queries are the input's positions, its head scores."""
+        real = inputs != PAD_ID
+        for layer, w in enumerate(weights):
+            for head, value in enumerate(attention_entropy(w, real)):
+                self.log(f"attention_entropy/layer{layer}/head{head}", value, on_epoch=True, sync_dist=True,
+                         add_dataloader_idx=False)
+            if self.model.encoder_decoder:  # rows are output slots, not input positions: no pattern applies
+                continue
+            for kind, scores in head_scores(w, inputs, real).items():
+                for head, value in enumerate(scores):
+                    self.log(score_name(kind, layer, head), value, on_epoch=True, sync_dist=True,
+                             add_dataloader_idx=False)
 
     @torch.no_grad()
     def predict_words(self, words_batch: list[list[str]]) -> tuple[list[list[str]], list[Tensor]]:

@@ -36,7 +36,8 @@ def label_path(text: str) -> Path:
     return path.transformed(Affine2D().translate(-(x0 + x1) / 2, -(y0 + y1) / 2))
 
 
-def draw_heatmap(ax, weights, query_words: Sequence[str], key_words: Sequence[str], title: str = "") -> None:
+def draw_heatmap(ax, weights, query_words: Sequence[str], key_words: Sequence[str], title: str = "", *,
+                 xlabel: str = "key (attended to)", ylabel: str = "query") -> None:
     """weights: (T_q, T_k) array-like. Rows = queries (y axis), columns = keys (x axis)."""
     # interpolation "none" without resampling: Agg scales the cells as it draws them, in half the time of
     # "nearest". Above the tick marks (which end on the cells' edge), below the spines: the TensorBoard
@@ -44,8 +45,8 @@ def draw_heatmap(ax, weights, query_words: Sequence[str], key_words: Sequence[st
     ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="none", resample=False, zorder=2)
     ax.set_xticks(range(len(key_words)), labels=key_words, rotation=45, ha="right")
     ax.set_yticks(range(len(query_words)), labels=query_words)
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
     if len(query_words) * len(key_words) <= ANNOTATED_CELLS:  # annotate small maps with their weights
@@ -61,7 +62,8 @@ def draw_heatmap(ax, weights, query_words: Sequence[str], key_words: Sequence[st
                           autolim=False)
 
 
-def attention_figure(weights, query_words: Sequence[str], key_words: Sequence[str], title: str = "") -> Figure:
+def attention_figure(weights, query_words: Sequence[str], key_words: Sequence[str], title: str = "", *,
+                     xlabel: str = "key (attended to)", ylabel: str = "query") -> Figure:
     """One heatmap and its colorbar, with cells of CELL_SIZE inches, in a figure trimmed to its text.
 
     Laid out by hand, once: constrained layout would measure every artist again at each draw. Positions are
@@ -84,7 +86,7 @@ def attention_figure(weights, query_words: Sequence[str], key_words: Sequence[st
     canvas = FigureCanvasAgg(fig)
     ax, cax = fig.add_axes((0, 0, 1, 1)), fig.add_axes((0, 0, 1, 1))
     place(margin, margin, width + 2 * margin, height + 2 * margin)  # margins that hold every label
-    draw_heatmap(ax, weights, query_words, key_words, title)
+    draw_heatmap(ax, weights, query_words, key_words, title, xlabel=xlabel, ylabel=ylabel)
     fig.colorbar(ax.images[0], cax=cax)
     # What the words, axis labels, title and colorbar take around the heatmap does not depend on where the
     # heatmap is: measure it once and trim the margins to it.

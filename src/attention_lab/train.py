@@ -49,7 +49,7 @@ def hparams_for_dashboard(cfg: DictConfig) -> dict[str, Any]:
 
 def metrics_table(metrics: dict[str, Any]) -> str:
     """The final metrics as a small aligned table (entropies and hparams stay in metrics.json)."""
-    shown = {k: v for k, v in metrics.items() if k.startswith("val/") or k in ("steps_to_solve", "global_step", "params")}
+    shown = {k: v for k, v in metrics.items() if k.startswith(("val/", "ood/")) or k in ("steps_to_solve", "global_step", "params")}
     width = max(map(len, shown))
     rows = [f"  {key:<{width}}  {value:.4f}" if isinstance(value, float) else f"  {key:<{width}}  {value}"
             for key, value in shown.items()]
@@ -105,7 +105,9 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
 
     log.info("training done at step %d; final validation", trainer.global_step)
     # The final metrics of the trained model, measured once more so that they are exact, not the last interval's.
-    final = trainer.validate(module, datamodule=datamodule, verbose=False)[0] if trainer.is_global_zero else {}
+    # One dict per validation set (val/*, then ood/* when task.ood_min_len..task.ood_max_len is set).
+    results = trainer.validate(module, datamodule=datamodule, verbose=False) if trainer.is_global_zero else []
+    final = {key: value for result in results for key, value in result.items()}
     check_stop(stop, trainer, graceful)
     metrics: dict[str, Any] = {key: float(value) for key, value in final.items()}
     # No wall time (that is in run_info.json): reruns give a byte-identical file. The knobs a sweep varies ride
@@ -115,7 +117,8 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     metrics["hparams"] = hparams_for_dashboard(cfg)
     if trainer.is_global_zero:
         write_json(output_dir / METRICS, metrics)
-        hp_metrics = {f"hp/{key.replace('/', '_')}": value for key, value in final.items() if key.startswith("val/")}
+        hp_metrics = {f"hp/{key.replace('/', '_')}": value for key, value in final.items()
+                      if key.startswith(("val/", "ood/"))}
         if solved.step is not None:  # never solved: no placeholder value
             hp_metrics["hp/steps_to_solve"] = solved.step
         for logger in trainer.loggers:

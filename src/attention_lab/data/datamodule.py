@@ -73,13 +73,19 @@ class SentenceTaskDataModule(L.LightningDataModule):
         self.vocab = Vocabulary.from_sentences(self.sentences)
         self.train_set: TensorDataset | None = None
         self.val_set: TensorDataset | None = None
+        self.ood_set: TensorDataset | None = None  # longer inputs (task.ood_min_len..task.ood_max_len), or None
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        train, val = build_task(self.task.name).pairs(self.vocab, self.sentences, self.task, random.Random(self.seed))
+        task = build_task(self.task.name)
+        train, val = task.pairs(self.vocab, self.sentences, self.task, random.Random(self.seed))
         self.train_set = TensorDataset(*to_tensors(train, self.task.max_len))
         self.val_set = TensorDataset(*to_tensors(val, self.task.max_len))
+        # Its own random stream: turning it on leaves the training and validation data as they were.
+        ood = task.ood_pairs(self.vocab, self.sentences, self.task, random.Random(f"{self.seed}/ood"))
+        if ood:
+            self.ood_set = TensorDataset(*to_tensors(ood, self.task.ood_max_len))
 
     def train_dataloader(self) -> DataLoader:
         if self.trainer is not None and self.trainer.world_size > 1:  # Lightning's distributed sampler
@@ -90,5 +96,9 @@ class SentenceTaskDataModule(L.LightningDataModule):
                                    sampler=EpochShuffleSampler(len(self.train_set), self.seed),
                                    generator=torch.Generator().manual_seed(self.seed))
 
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, batch_size=max(self.batch_size, 256))
+    def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        """The validation set, then (when task.ood_min_len..task.ood_max_len is set) the longer one."""
+        val = DataLoader(self.val_set, batch_size=max(self.batch_size, 256))
+        if self.ood_set is None:
+            return val
+        return [val, DataLoader(self.ood_set, batch_size=max(self.batch_size, 256))]

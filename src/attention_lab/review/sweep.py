@@ -40,7 +40,7 @@ class Job:
     dir: Path
     overrides: list[str]
     status: str = "running"
-    metrics: dict[str, float] = field(default_factory=dict)  # final val/* metrics
+    metrics: dict[str, float] = field(default_factory=dict)  # final val/* (and ood/*) metrics
     params: int | None = None
     steps: int | None = None
     wall_time_s: float | None = None  # for running jobs: time since the job started
@@ -64,7 +64,7 @@ class Sweep:
     direction: str  # maximize | minimize
     common_overrides: list[str]
     sweep_overrides: list[str]  # the sweep's command line (multirun.yaml), e.g. heads=1,2
-    metric_names: list[str]  # val/* columns, the optimized metric first
+    metric_names: list[str]  # val/* then ood/* columns, the optimized metric first
 
     def counts(self) -> dict[str, int]:
         return {s: sum(j.status == s for j in self.jobs) for s in STATUSES if any(j.status == s for j in self.jobs)}
@@ -209,7 +209,8 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict]) -> Job:
     metrics = read_json(job_dir / "metrics.json") or entry.get("metrics") or {}
     status = recorded_status(entry) or recorded_status(info)
     if metrics:
-        job.metrics = {k: float(v) for k, v in metrics.items() if k.startswith("val/") and isinstance(v, (int, float))}
+        job.metrics = {k: float(v) for k, v in metrics.items() if k.startswith(("val/", "ood/"))
+                       and isinstance(v, (int, float))}
         job.params, job.steps = metrics.get("params"), metrics.get("global_step")
         if "steps_to_solve" in metrics:
             solve = metrics["steps_to_solve"]
@@ -265,7 +266,7 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
     for job in jobs:
         job.optimized_metric = metric
     direction = direction_of(multirun, metric)
-    names = sorted({k for j in jobs for k in j.metrics})
+    names = sorted({k for j in jobs for k in j.metrics}, key=lambda k: (k.startswith("ood/"), k))  # val/*, ood/*
     metric_names = ([metric] if metric in names or not names else []) + [k for k in names if k != metric]
 
     # Overrides every job shares go in the caption; each row shows what makes it different.

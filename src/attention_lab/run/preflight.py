@@ -29,12 +29,15 @@ from attention_lab.run.overrides import is_override
 
 def check_machine_and_data(cfg: DictConfig) -> None:
     """The checks that read files or ask torch: corpus, task data, device."""
+    from attention_lab.config import TaskConfig, typed
     from attention_lab.data.corpus import Vocabulary, read_sentences
     from attention_lab.data.tasks import build_task
 
-    task = cfg.task
+    task = typed(TaskConfig, cfg.task)
     sentences = read_sentences(task.corpus)
-    build_task(task.name).check(Vocabulary.from_sentences(sentences), sentences, task)
+    vocab, builder = Vocabulary.from_sentences(sentences), build_task(task.name)
+    builder.check(vocab, sentences, task)
+    builder.check_ood(vocab, sentences, task)
     resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
 
 

@@ -1,9 +1,13 @@
-"""What a task is: (input ids, target ids) pairs for training and validation, train and val disjoint."""
+"""What a task is: (input ids, target ids) pairs for training and validation, train and val disjoint, and
+optionally a second validation set of longer inputs than training ever shows (task.ood_min_len..ood_max_len)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import random
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import Vocabulary
@@ -31,6 +35,60 @@ class Task:
     def pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
               rng: random.Random) -> tuple[Pairs, Pairs]:
         raise NotImplementedError
+
+    # Length generalisation. By default "longer" means what task.min_len..task.max_len bound: the same task
+    # built for task.ood_min_len..task.ood_max_len, task.val_size examples. ood_min_len > max_len keeps the
+    # set disjoint from training. A task whose inputs have another notion of length overrides these two.
+
+    def check_ood(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> None:
+        """Raise ConfigError when the longer set cannot be built (nothing to do when it is off)."""
+        if check_ood_range(config):
+            with ood_names():
+                self.check(vocab, sentences, ood_config(config))
+
+    def ood_pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
+                  rng: random.Random) -> Pairs:
+        """The longer validation set; [] when it is off."""
+        if not check_ood_range(config):
+            return []
+        with ood_names():
+            return self.pairs(vocab, sentences, ood_config(config), rng)[1]
+
+
+def check_ood_range(config: TaskConfig) -> bool:
+    """Whether the longer set is on; ConfigError for a half-set or inverted range, or one that overlaps training."""
+    low, high = config.ood_min_len, config.ood_max_len
+    if low is None and high is None:
+        return False
+    if low is None or high is None:
+        missing = "task.ood_min_len" if low is None else "task.ood_max_len"
+        raise ConfigError(f"{missing} is not set: the longer validation set needs both task.ood_min_len and "
+                          "task.ood_max_len (or neither)")
+    for key, value in (("task.ood_min_len", low), ("task.ood_max_len", high)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{key}={value} is invalid: it must be a positive integer")
+    if low > high:
+        raise ConfigError(f"task.ood_min_len={low} is invalid: it must be <= task.ood_max_len={high}")
+    if low <= config.max_len:
+        raise ConfigError(f"task.ood_min_len={low} is invalid: the longer validation set must be longer than "
+                          f"training (task.max_len={config.max_len}); raise task.ood_min_len above it")
+    return True
+
+
+def ood_config(config: TaskConfig) -> TaskConfig:
+    """The task's config for the longer set: its lengths, no training examples."""
+    return dataclasses.replace(config, min_len=config.ood_min_len, max_len=config.ood_max_len, train_size=0)
+
+
+@contextlib.contextmanager
+def ood_names() -> Iterator[None]:
+    """Inside it, a ConfigError about task.min_len / task.max_len names task.ood_min_len / task.ood_max_len:
+    those are the lengths the longer set is built for."""
+    try:
+        yield
+    except ConfigError as error:
+        message = re.sub(r"task\.(min|max)_len", r"task.ood_\1_len", str(error))
+        raise ConfigError(f"the longer validation set: {message}") from error
 
 
 class SequenceTransformTask(Task):

@@ -1,5 +1,6 @@
 """next_word: language modelling on the corpus's sentences: every window of words, target = the window
-shifted by one word. A fifth of the windows (at most val_size) are held out for validation."""
+shifted by one word. A fifth of the windows (at most val_size) are held out for validation. The longer set
+(task.ood_min_len..task.ood_max_len) is up to task.val_size windows of those lengths."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import Vocabulary, tokenize
-from attention_lab.data.tasks.base import Pairs, Task, register_task
+from attention_lab.data.tasks.base import Pairs, Task, check_ood_range, ood_config, ood_names, register_task
 from attention_lab.errors import ConfigError
 
 
@@ -43,3 +44,13 @@ class NextWordTask(Task):
         val, train = windows[:n_val], windows[n_val:]
         # Few distinct windows: repeat them to fill an epoch of train_size examples.
         return [train[i % len(train)] for i in range(max(config.train_size, len(train)))], val
+
+    def ood_pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
+                  rng: random.Random) -> Pairs:
+        if not check_ood_range(config):
+            return []
+        with ood_names():
+            windows = self.windows(vocab, sentences, ood_config(config))
+            self.enough(len(windows), ood_config(config))
+        rng.shuffle(windows)
+        return windows[:config.val_size]

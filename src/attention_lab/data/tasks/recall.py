@@ -1,17 +1,19 @@
 """recall: multi-query associative recall (Arora et al. 2023, *Zoology*). The input is task.pairs key-value
 word pairs (distinct keys, any values), then task.queries of those keys again, in random order. The target at
 each query is that key's value; everywhere else it is <pad>, which the loss and the accuracies ignore. Solving
-it needs a lookup by content: find the earlier occurrence of the query and read the word after it."""
+it needs a lookup by content: find the earlier occurrence of the query and read the word after it.
+Its longer inputs (task.ood_min_len..task.ood_max_len) have more pairs and the same number of queries."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Sequence
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
-from attention_lab.data.tasks.base import Pairs, Task, register_task
+from attention_lab.data.tasks.base import Pairs, Task, check_ood_range, register_task
 from attention_lab.errors import ConfigError
 
 
@@ -70,3 +72,40 @@ class RecallTask(Task):
                 seen.add(tuple(inputs))
                 examples.append((inputs, targets))
         return examples[config.val_size:], examples[:config.val_size]
+
+    @staticmethod
+    def ood_configs(config: TaskConfig) -> list[TaskConfig]:
+        """One config per number of pairs whose inputs fit task.ood_min_len..task.ood_max_len."""
+        if not check_ood_range(config):
+            return []
+        longer = [dataclasses.replace(config, pairs=pairs, max_len=config.ood_max_len, train_size=0)
+                  for pairs in range(config.pairs + 1, config.ood_max_len)
+                  if config.ood_min_len <= 2 * pairs + config.queries <= config.ood_max_len]
+        if not longer:
+            raise ConfigError(
+                f"task.ood_min_len={config.ood_min_len} is invalid for task=recall: a longer input has more pairs, "
+                f"2 * pairs + task.queries={config.queries} words, and none of those lengths lies in "
+                f"{config.ood_min_len}..{config.ood_max_len}; widen task.ood_min_len..task.ood_max_len")
+        return longer
+
+    def check_ood(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> None:
+        longer = self.ood_configs(config)
+        if longer and len(vocab.words) < longer[0].pairs:
+            raise ConfigError(f"task.ood_min_len={config.ood_min_len} is invalid for task=recall: its inputs need "
+                              f"{longer[0].pairs} distinct keys and task.corpus has only {len(vocab.words)} words; "
+                              "lower task.ood_min_len or use a larger corpus")
+
+    def ood_pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
+                  rng: random.Random) -> Pairs:
+        self.check_ood(vocab, sentences, config)
+        longer = [c for c in self.ood_configs(config) if c.pairs <= len(vocab.words)]
+        word_ids = [vocab.stoi[w] for w in vocab.words]
+        available = sum(self.available(len(word_ids), c) for c in longer)
+        examples: Pairs = []
+        seen: set[tuple[int, ...]] = set()
+        while len(examples) < min(config.val_size, available):
+            inputs, targets = self.example(word_ids, rng.choice(longer), rng)
+            if tuple(inputs) not in seen:
+                seen.add(tuple(inputs))
+                examples.append((inputs, targets))
+        return examples

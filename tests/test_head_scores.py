@@ -1,0 +1,197 @@
+"""Head scores: the detectors on hand-made attention patterns, their grid, and the TensorBoard heatmaps."""
+
+from __future__ import annotations
+
+import io
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from attention_lab.callbacks.head_score_maps import HeadScoreMaps
+from attention_lab.head_scores import (
+    head_scores,
+    induction_pattern,
+    induction_score,
+    previous_token_score,
+    score_grid,
+    self_score,
+)
+
+
+def one_hot_rows(keys: list[int], t: int) -> torch.Tensor:
+    """(T, T) weights: query i attends only to keys[i]."""
+    return torch.eye(t)[keys]
+
+
+def test_a_previous_token_head_and_a_self_head():
+    t = 4
+    previous = one_hot_rows([0, 0, 1, 2], t)  # query 0 has no previous token; it attends to itself
+    diagonal = torch.eye(t)
+    weights = torch.stack([previous, diagonal])[None]  # (1, 2, 4, 4)
+    real = torch.ones(1, t, dtype=torch.bool)
+    assert previous_token_score(weights, real).tolist() == [1.0, 0.0]
+    # The self head attends to itself at all 4 queries, the previous-token head only at query 0.
+    assert self_score(weights, real).tolist() == [0.25, 1.0]
+
+
+def test_padding_queries_are_left_out():
+    uniform = torch.full((1, 1, 3, 3), 1 / 3)
+    weights = torch.cat([torch.eye(3)[None, None], uniform], dim=0)  # batch of 2, one head
+    real = torch.tensor([[True, True, True], [True, False, False]])
+    # Self: rows 0..2 of sample 0 give 1 each, row 0 of sample 1 gives 1/3; the padded rows are not counted.
+    assert self_score(weights, real).item() == pytest.approx((3 + 1 / 3) / 4)
+    # Previous token: queries 1 and 2 of sample 0 only (sample 1's query 1 is padding).
+    assert previous_token_score(weights, real).item() == pytest.approx(0.0)
+
+
+def test_induction_pattern_marks_the_key_after_each_earlier_occurrence():
+    tokens = torch.tensor([[5, 6, 7, 5, 6, 7, 0]])
+    real = tokens != 0
+    pattern = induction_pattern(tokens, real)[0]
+    marked = {(q, k) for q, k in pattern.nonzero().tolist()}
+    assert marked == {(3, 1), (4, 2), (5, 3)}
+
+
+def test_an_induction_head_scores_one_and_others_less():
+    tokens = torch.tensor([[5, 6, 7, 5, 6, 7]])
+    real = torch.ones_like(tokens, dtype=torch.bool)
+    induction = one_hot_rows([0, 0, 0, 1, 2, 3], 6)  # queries 3, 4, 5 read the word after their earlier copy
+    previous = one_hot_rows([0, 0, 1, 2, 3, 4], 6)
+    half = (induction + previous) / 2
+    weights = torch.stack([induction, previous, half])[None]
+    assert induction_score(weights, tokens, real).tolist() == pytest.approx([1.0, 0.0, 0.5])
+
+
+def test_no_repeated_token_means_no_induction_score():
+    tokens = torch.tensor([[1, 2, 3, 0]])
+    weights = torch.full((1, 2, 4, 4), 0.25)
+    scores = head_scores(weights, tokens, tokens != 0)
+    assert set(scores) == {"previous_token", "self"}
+    assert scores["self"].tolist() == pytest.approx([0.25, 0.25])
+
+
+def test_score_grid_is_layers_by_heads():
+    metrics = {"head_score/self/layer0/head0": 0.1, "head_score/self/layer0/head1": 0.2,
+               "head_score/self/layer1/head0": 0.3, "head_score/self/layer1/head1": 0.4,
+               "head_score/induction/layer1/head0": 0.9, "val/loss": 1.0}
+    assert score_grid(metrics, "self") == [[0.1, 0.2], [0.3, 0.4]]
+    grid = score_grid(metrics, "induction")
+    assert math.isnan(grid[0][0]) and grid[1][0] == 0.9
+    assert score_grid(metrics, "previous_token") is None
+
+
+FINAL_VALIDATION = SimpleNamespace(fn="validate")  # trainer.validate() after training: always drawn
+
+
+def test_during_training_only_every_n_steps(tmp_path):
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
+    trainer = SimpleNamespace(loggers=[logger], global_step=50, sanity_checking=False, state=SimpleNamespace(fn="fit"),
+                              callback_metrics={"head_score/self/layer0/head0": torch.tensor(0.5)})
+    callback = HeadScoreMaps(every_n_steps=200)
+    for step in (50, 100, 200, 250):
+        trainer.global_step = step
+        callback.on_validation_end(trainer, None)
+    logger.experiment.flush()
+    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
+    events.Reload()
+    assert [image.step for image in events.Images("head_score/self")] == [200]
+
+
+def test_callback_draws_one_heatmap_per_logged_kind(tmp_path):
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
+    metrics = {f"head_score/{kind}/layer{layer}/head{h}": torch.tensor(value)
+               for kind, value in (("self", 1.0), ("previous_token", 0.0))
+               for layer in range(2) for h in range(3)}
+    trainer = SimpleNamespace(loggers=[logger], global_step=7, sanity_checking=False, state=FINAL_VALIDATION,
+                              callback_metrics={**metrics, "val/loss": torch.tensor(0.5)})
+    HeadScoreMaps().on_validation_end(trainer, None)
+    logger.experiment.flush()
+    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
+    events.Reload()
+    assert set(events.Tags()["images"]) == {"head_score/self", "head_score/previous_token"}
+    self_image = events.Images("head_score/self")
+    assert [image.step for image in self_image] == [7]
+    pixels = np.asarray(Image.open(io.BytesIO(self_image[0].encoded_image_string)).convert("RGB"))
+    # viridis at 1.0 is yellow (253, 231, 37), at 0.0 dark purple (68, 1, 84): each map shows its own colour.
+    yellow = np.all(np.abs(pixels.astype(int) - [253, 231, 37]) < 8, axis=-1).sum()
+    assert yellow > 6 * 100  # six cells of 32 x 32 pixels, less the annotation text
+    other = np.asarray(Image.open(io.BytesIO(events.Images("head_score/previous_token")[0].encoded_image_string)))
+    purple = np.all(np.abs(other[..., :3].astype(int) - [68, 1, 84]) < 8, axis=-1).sum()
+    assert purple > 6 * 100
+
+
+def test_callback_does_nothing_while_sanity_checking(tmp_path):
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
+    trainer = SimpleNamespace(loggers=[logger], global_step=0, sanity_checking=True, state=FINAL_VALIDATION,
+                              callback_metrics={"head_score/self/layer0/head0": torch.tensor(1.0)})
+    HeadScoreMaps().on_validation_end(trainer, None)
+    logger.experiment.flush()
+    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
+    events.Reload()
+    assert events.Tags()["images"] == []
+
+
+def test_the_same_step_is_drawn_once(tmp_path):
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
+    trainer = SimpleNamespace(loggers=[logger], global_step=5, sanity_checking=False, state=FINAL_VALIDATION,
+                              callback_metrics={"head_score/self/layer0/head0": torch.tensor(0.5)})
+    callback = HeadScoreMaps()
+    callback.on_validation_end(trainer, None)
+    callback.on_validation_end(trainer, None)  # the final validation after training: the same step
+    trainer.global_step = 9
+    callback.on_validation_end(trainer, None)
+    logger.experiment.flush()
+    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
+    events.Reload()
+    assert [image.step for image in events.Images("head_score/self")] == [5, 9]
+
+
+@pytest.mark.parametrize("model", ["multihead", "cross"])
+def test_the_module_logs_the_scores_of_the_first_validation_batch(tmp_path, model):
+    import lightning as L
+    from hydra.utils import instantiate
+
+    from conftest import compose_config
+
+    task = ["task=induction", "mask=causal"] if model == "multihead" else ["task=copy"]  # cross: no causal mask
+    cfg = compose_config([f"model={model}", *task, "task.train_size=64", "task.val_size=300", "d_model=16",
+                          "layers=2", "batch_size=8"])
+    datamodule = instantiate(cfg.data)
+    module = instantiate(cfg.module, vocab=datamodule.vocab.itos)
+    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=tmp_path, accelerator="cpu")
+    (metrics,) = trainer.validate(module, datamodule=datamodule, verbose=False)
+    logged = {name: value for name, value in metrics.items() if name.startswith("head_score/")}
+    if model == "cross":  # rows are output slots: no head scores
+        assert logged == {}
+        return
+    heads = module.config.num_heads
+    kinds = ("previous_token", "self", "induction")
+    assert set(logged) == {f"head_score/{kind}/layer{layer}/head{h}" for kind in kinds
+                           for layer in range(2) for h in range(heads)}
+    # The first batch (256 of the 300 examples), not the whole set: the scores of a forward pass over it.
+    inputs = datamodule.val_set.tensors[0][:256]
+    with torch.no_grad():
+        _, weights = module(inputs, need_weights=True)
+    real = inputs != 0
+    for layer in range(2):
+        # Causal attention: query 0 sees only itself, so its self weight is 1.
+        assert weights[layer][:, :, 0, 0].allclose(torch.ones(1))
+        previous = torch.stack([weights[layer][b, :, t, t - 1] for b in range(len(inputs))
+                                for t in range(1, inputs.shape[1]) if real[b, t]]).mean(0)
+        for h in range(heads):
+            logged_value = logged[f"head_score/previous_token/layer{layer}/head{h}"]
+            assert logged_value == pytest.approx(float(previous[h]), rel=1e-4)
