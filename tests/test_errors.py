@@ -250,3 +250,13 @@ def test_random_overrides_run_or_fail_cleanly(tmp_path, overrides):
 @given(overrides=overrides_strategy)
 def test_random_overrides_run_or_fail_cleanly_many(tmp_path, overrides):
     check_clean_outcome(tmp_path, overrides)
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["-m", "heads=1,2", "+haeds=3"], "did you mean heads"),
+    (["hparams_search=optuna", "+haeds=3"], "did you mean heads"),    # a preset that makes it a sweep
+    (["hparams_search=optuna", "resume=/some/run"], "resume=/some/run is invalid with -m"),
+], ids=" ".join)
+def test_every_job_of_a_sweep_is_checked_before_it_starts(argv, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        check_command_line(argv, ROOT / "configs")

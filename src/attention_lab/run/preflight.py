@@ -17,6 +17,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from attention_lab.checks import caveats, check_known_keys, validate
@@ -90,7 +91,7 @@ def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str =
                 check_sweep_job(compose(config_name, overrides=variant))
             return
         cfg = compose(config_name, overrides=overrides, return_hydra_config=True)
-        if str(cfg.hydra.mode) == "RunMode.MULTIRUN":  # a preset such as hparams_search=optuna makes it a sweep
+        if cfg.hydra.mode == RunMode.MULTIRUN:  # a preset such as hparams_search=optuna makes it a sweep
             check_sweep_job(cfg)
             return
         if cfg.get("resume"):
