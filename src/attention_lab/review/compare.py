@@ -76,14 +76,20 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(sweep: Sweep) -> str:
-    header, rows = table_rows(sweep)
-    lines = [f"Sweep `{sweep.dir.name}`: {caption(sweep)}", "",
-             "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+def markdown_table(header: list[str], rows: list[list[str]], overrides_column: int) -> list[str]:
+    """A Markdown table; the overrides column is set as code (except "(defaults)")."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for row in rows:
         cells = [_md_cell(c) for c in row]
-        cells[1] = f"`{cells[1]}`" if cells[1] != "(defaults)" else cells[1]
+        if cells[overrides_column] != "(defaults)":
+            cells[overrides_column] = f"`{cells[overrides_column]}`"
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def to_markdown(sweep: Sweep) -> str:
+    header, rows = table_rows(sweep)
+    lines = [f"Sweep `{sweep.dir.name}`: {caption(sweep)}", "", *markdown_table(header, rows, overrides_column=1)]
     return "\n".join(lines) + "\n"
 
 
@@ -172,11 +178,7 @@ def group_rows(sweep: Sweep, groups: list[Group]) -> tuple[list[str], list[list[
 def groups_to_markdown(sweep: Sweep, groups: list[Group]) -> str:
     header, rows = group_rows(sweep, groups)
     lines = ["## Seeds", "", "Jobs that differ only in `seed`: mean ± sample std (n) of the jobs with status ok.", "",
-             "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for row in rows:
-        cells = [_md_cell(c) for c in row]
-        cells[0] = f"`{cells[0]}`" if cells[0] != "(defaults)" else cells[0]
-        lines.append("| " + " | ".join(cells) + " |")
+             *markdown_table(header, rows, overrides_column=0)]
     return "\n".join(lines) + "\n"
 
 
