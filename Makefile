@@ -10,7 +10,7 @@ ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup train test test-all lint reproduce bench clean
+.PHONY: setup train test test-all lint reproduce bench slurm-up slurm-down clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ reproduce: setup  ## compare the library with every number the notebooks print
 
 bench: setup  ## benchmarks (add ARGS=--quick for a smoke run)
 	$(BIN)/python scripts/benchmark.py $(ARGS)
+
+slurm-up:  ## start a one-node SLURM cluster here (root; Debian's slurm-wlm slurmdbd munge mariadb-server)
+	scripts/slurm/up.sh
+
+slurm-down:  ## stop that cluster (only the daemons slurm-up started)
+	scripts/slurm/down.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis src/*.egg-info

@@ -4,11 +4,14 @@ configuration ran with several seeds, one row per configuration with mean ± std
 
     python scripts/compare.py outputs/multirun/<date>/<time>
     python scripts/compare.py outputs/multirun/<date>/<time> --metric val/loss --out reports/
+    python scripts/compare.py outputs/multirun/<date>/<time> --metric head_score/induction/max
 
 Error bars come from seeds: `python scripts/train.py -m heads=1,2 seed=0,1,2` runs each configuration three
 times, and compare.py groups the jobs that differ only in `seed`: mean ± sample std (n=ok jobs; failed
 jobs are counted, as in "n=2 of 3", but not averaged) of each metric, and of steps_to_solve ("3/3 solved,
-250 ± 50": the first step at which val/seq_acc >= 0.99) when metrics.json has it.
+250 ± 50": the first step at which val/seq_acc >= 0.99) when metrics.json has it. With
+--metric head_score/<kind>/max (previous_token, self, induction), a column holds each run's highest score of
+that kind over all its layers and heads.
 
 Prints a table (job, its overrides, final validation metrics, parameter count, steps, wall time,
 status, error) and writes beside the sweep's jobs:
@@ -33,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="compare.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep", help="sweep directory (hydra.sweep.dir), e.g. outputs/multirun/<date>/<time>")
-    parser.add_argument("--metric", help="metric of the bar chart and of 'best' (default: the sweep's optimized_metric)")
+    parser.add_argument("--metric", help="metric of the bar chart and of 'best', shown first (default: the sweep's optimized_metric); "
+                        "also head_score/<kind>/max")
     parser.add_argument("--out", metavar="DIR", help="where compare.csv/.md/.png go (default: the sweep directory)")
     parser.add_argument("--stale-minutes", type=float, default=30.0,
                         help="a job without metrics and without writes for this long is 'stale' (default 30)")

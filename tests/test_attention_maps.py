@@ -15,7 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torch.utils.data import TensorDataset
 
 from attention_lab.callbacks.attention_maps import AttentionMapLogger, HeatmapFigure
-from attention_lab.plotting import attention_figure
+from attention_lab.plotting import attention_figure, run_title
 
 PROBE = ["Life", "is", "short", "eat", "dessert", "first"]
 LAYOUTS = {
@@ -174,7 +174,8 @@ def decoded(event) -> np.ndarray:
 @pytest.mark.parametrize("encoder_decoder", [False, True])
 def test_callback_logs_heatmaps_and_predictions_to_tensorboard(tmp_path, encoder_decoder):
     module = FakeModule(encoder_decoder)
-    callback = AttentionMapLogger(probe="Life is short, eat dessert first!", every_n_steps=100, num_predictions=2)
+    callback = AttentionMapLogger(probe="Life is short, eat dessert first!", every_n_steps=100, num_predictions=2,
+                                  run_name="model=multihead,heads=4")
     trainer = fake_trainer(tmp_path, step=150)
     callback.setup(trainer, module, "fit")
     callback.on_train_batch_end(trainer, module, None, None, 0)  # step 150: not a logging step
@@ -193,7 +194,10 @@ def test_callback_logs_heatmaps_and_predictions_to_tensorboard(tmp_path, encoder
         for head in range(4):
             logged = events.Images(f"attention/layer{layer}/head{head}")
             assert [image.step for image in logged] == [200, 250]
-            expected = fresh_image(weights[head], query_words, PROBE, f"layer {layer}, head {head} · step 250")
+            # The title names the run: "model=multihead,heads=4", then "layer 1, head 2 · step 250".
+            title = run_title("model=multihead,heads=4", f"layer {layer}, head {head} · step 250")
+            assert title.splitlines() == ["model=multihead,heads=4", f"layer {layer}, head {head} · step 250"]
+            expected = fresh_image(weights[head], query_words, PROBE, title)
             assert (logged[-1].height, logged[-1].width) == expected.shape[:2]
             assert_same_picture(decoded(logged[-1]), expected)
 
@@ -217,7 +221,7 @@ def test_callback_shortens_a_long_probe_and_logs_nothing_without_tensorboard(tmp
     callback.wait()  # the worker thread writes the images
     image = read_events(trainer.loggers[0]).Images("attention/layer0/head0")[-1]
     assert_same_picture(decoded(image), fresh_image(module.weights(0, 3)[0, 0].numpy(), PROBE[:3], PROBE[:3],
-                                                    "layer 0, head 0 · step 10"))
+                                                    "defaults\nlayer 0, head 0 · step 10"))
     trainer.loggers = []
     trainer.global_step = 20
     callback.on_train_batch_end(trainer, module, None, None, 0)  # no TensorBoard logger: nothing to do
@@ -253,7 +257,14 @@ def test_the_configured_callback_with_a_real_module(tmp_path, model):
             logged = events.Images(f"attention/layer{layer}/head{head}")
             assert [image.step for image in logged] == [step]
             expected = fresh_image(weights[layer][0, head].numpy(), query_words, PROBE,
-                                   f"layer {layer}, head {head} · step {step}")
+                                   f"defaults\nlayer {layer}, head {head} · step {step}")
             assert_same_picture(decoded(logged[-1]), expected)
     table = events.Tensors("predictions/text_summary")[-1].tensor_proto.string_val[0].decode()
     assert table.startswith("| input | target | prediction | ok |") and "| Life is short | short is Life |" in table
+
+
+def test_titles_name_the_run_and_cut_long_names():
+    assert run_title("", "layer 0, head 1 · step 5") == "defaults\nlayer 0, head 1 · step 5"
+    long = "model=multihead,heads=3,position=rope,kv_heads=1,window=4,lr=0.001"
+    first, second = run_title(long, "x").splitlines()
+    assert len(first) == 40 and first.endswith("…") and long.startswith(first[:-1]) and second == "x"

@@ -309,3 +309,20 @@ def test_format_stat():
 
 def test_one_seed_per_configuration_has_no_grouped_view(written_sweep):
     assert not show_groups(seed_groups(collect_sweep(written_sweep)))
+
+
+def test_best_head_score_column_on_request(tmp_path):
+    """--metric head_score/<kind>/max: each job's highest score of that kind over every layer and head."""
+    sweep = tmp_path / "sweep"
+    scores = {0: {"head_score/induction/layer0/head0": 0.2, "head_score/induction/layer0/head1": 0.55},
+              1: {"head_score/induction/layer0/head0": 0.3, "head_score/induction/layer1/head1": 0.81,
+                  "head_score/previous_token/layer0/head0": 0.9}}
+    for job, extra in scores.items():
+        metrics = {"val/seq_acc": 0.5, "global_step": 10, "params": 100, **extra}
+        write_job(sweep, job, [f"layers={job + 1}"], run_info={"status": "ok"}, metrics=metrics)
+    assert "head_score/induction/max" not in collect_sweep(sweep).metric_names  # narrow tables by default
+    chosen = collect_sweep(sweep, metric="head_score/induction/max")
+    assert chosen.metric_names[0] == "head_score/induction/max"
+    assert [j.metrics["head_score/induction/max"] for j in chosen.jobs] == [0.55, 0.81]
+    assert "head_score/previous_token/max" not in chosen.jobs[0].metrics
+    assert [j.best for j in chosen.jobs] == [False, True]

@@ -152,6 +152,9 @@ def test_cross_field_rule_fails_before_training_naming_the_setting(overrides, se
     ["model=cross", "block=attention_only", "task=sort"],
     ["task.corpus=/any/file.txt"],          # checked when the data is read, not here
     ["device=cpu"], ["device=cuda"], ["device=mps"],  # availability is checked at run time
+    ["optimized_metric=ood/seq_acc", "task.ood_min_len=9", "task.ood_max_len=12"],  # what a sweep may maximise
+    ["optimized_metric=head_score/induction/layer1/head3", "task=induction", "mask=causal"],
+    ["optimized_metric=attention_entropy/layer0/head0"],
 ], ids=" ".join)
 def test_accepted_knobs(overrides):
     validate(compose_config(overrides))
@@ -234,51 +237,60 @@ def launcher(*overrides: str):
     return compose_config(list(overrides), return_hydra_config=True).hydra.launcher
 
 
-def test_our_launcher_presets_do_not_shadow_the_plugins_configs():
-    """A configs/hydra/launcher/joblib.yaml would replace the plugin's `joblib` (Hydra's deprecated
-    same-name schema matching); our presets have their own names and extend the plugins' configs."""
+def test_joblib_and_parallel_run_the_labs_launcher():
+    """`hydra/launcher=joblib` and `parallel` run the lab's own launcher: hydra-joblib-launcher's loky pool
+    breaks as a whole when one worker dies and leaves orphans after a SIGTERM, so the lab does not install it.
+    The slurm presets extend the submitit plugin's configs under their own names."""
+    import hydra
+
     ours = set(options("hydra/launcher"))
-    assert {"parallel", "slurm"} <= ours
-    assert not ours & {"basic", "joblib", "submitit_local", "submitit_slurm"}
-    assert launcher("hydra/launcher=joblib").n_jobs == -1  # the plugin's own default: one job per core
+    assert {"parallel", "slurm", "joblib"} <= ours
+    assert not ours & {"basic", "submitit_local", "submitit_slurm"}
+    joblib = launcher("hydra/launcher=joblib")
+    assert joblib.n_jobs == -1  # joblib's meaning: one job per core
+    # By name: Hydra's plugin scan runs the module once more, so its class objects differ from an import's.
+    assert type(hydra.utils.instantiate(joblib)).__name__ == "ParallelLauncher"
     assert launcher("hydra/launcher=submitit_slurm").gpus_per_node is None
+    with pytest.raises(ConfigCompositionException):  # typed by the launcher's schema, as parallel is
+        launcher("hydra/launcher=joblib", "hydra.launcher.backend=loky")
 
 
 def test_parallel_launcher_preset():
     import hydra
-    from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 
     cfg = launcher("hydra/launcher=parallel")
-    assert (cfg.n_jobs, cfg.prefer) == (2, "processes")
-    assert isinstance(hydra.utils.instantiate(cfg), JoblibLauncher)
+    assert cfg.n_jobs == 2
+    assert type(hydra.utils.instantiate(cfg)).__name__ == "ParallelLauncher"
+    assert hydra.utils.instantiate(cfg).n_jobs == 2
+    every_core = launcher("hydra/launcher=parallel", "hydra.launcher.n_jobs=-1")
+    assert hydra.utils.instantiate(every_core).n_jobs == os.cpu_count()
     assert launcher("hydra/launcher=parallel", "hydra.launcher.n_jobs=4").n_jobs == 4
-    with pytest.raises(ConfigCompositionException):  # typed by the plugin's schema
-        launcher("hydra/launcher=parallel", "hydra.launcher.n_jobs=two")
+    for typo in ("hydra.launcher.n_jobs=two", "hydra.launcher.njobs=2"):  # typed by the launcher's schema
+        with pytest.raises(ConfigCompositionException):
+            launcher("hydra/launcher=parallel", typo)
 
 
 @pytest.fixture
-def fake_srun(tmp_path, monkeypatch) -> None:
-    """submitit only builds a SLURM executor where `srun` is on PATH; nothing here runs it."""
-    srun = tmp_path / "bin" / "srun"
-    srun.parent.mkdir()
-    srun.write_text("#!/bin/sh\nexit 1\n")
-    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{srun.parent}{os.pathsep}{os.environ['PATH']}")
+def fake_sbatch(tmp_path, monkeypatch) -> Path:
+    """No SLURM cluster here (tests/test_slurm.py has one): an `srun` on PATH, without which submitit builds no
+    SLURM executor, and an `sbatch` that keeps the script it is given and answers like SLURM. Returns the
+    path of the kept script."""
+    kept = tmp_path / "submitted.sbatch"
+    fakes = {"srun": "exit 1", "sbatch": f'cp "$1" {kept}\necho "Submitted batch job 1"'}
+    (tmp_path / "bin").mkdir()
+    for name, body in fakes.items():
+        tool = tmp_path / "bin" / name
+        tool.write_text(f"#!/bin/sh\n{body}\n")
+        tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    return kept
 
 
-def test_slurm_launcher_preset_renders_an_sbatch_script(fake_srun, tmp_path: Path):
-    """No SLURM cluster here: check the sbatch script submitit would submit for the preset, built the
-    way hydra-submitit-launcher's SlurmLauncher.launch builds its executor."""
-    import hydra
+def submitted_script(cfg, kept: Path) -> str:
+    """The sbatch script of a job submitted with the launcher config ``cfg``, through submitit's public API,
+    its executor built the way hydra-submitit-launcher's SlurmLauncher.launch builds it."""
     import submitit
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
-    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
-
-    cfg = launcher("hydra/launcher=slurm", "hydra.launcher.partition=gpu", f"hydra.sweep.dir={tmp_path}")
-    assert (cfg.timeout_min, cfg.gpus_per_node, cfg.tasks_per_node, cfg.nodes) == (60, 1, 1, 1)
-    assert isinstance(hydra.utils.instantiate(cfg), SlurmLauncher)
-    with pytest.raises(ConfigCompositionException):  # typo of an sbatch setting
-        launcher("hydra/launcher=slurm", "hydra.launcher.partiton=gpu")
 
     params = OmegaConf.to_container(cfg, resolve=True)
     params.pop("_target_")
@@ -286,10 +298,33 @@ def test_slurm_launcher_preset_renders_an_sbatch_script(fake_srun, tmp_path: Pat
                                      slurm_max_num_timeout=params.pop("max_num_timeout"))
     shared = set(OmegaConf.structured(BaseQueueConf).keys())
     executor.update_parameters(**{k if k in shared else f"slurm_{k}": v for k, v in params.items()})
-    script = executor._executor._make_submission_file_text("python scripts/train.py", "uid")
+    executor.submit(print)
+    return kept.read_text()
+
+
+def test_slurm_launcher_preset_renders_an_sbatch_script(fake_sbatch: Path, tmp_path: Path):
+    import hydra
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+
+    cfg = launcher("hydra/launcher=slurm", "hydra.launcher.partition=gpu", f"hydra.sweep.dir={tmp_path}")
+    assert (cfg.timeout_min, cfg.gpus_per_node, cfg.tasks_per_node, cfg.nodes) == (60, 1, 1, 1)
+    assert isinstance(hydra.utils.instantiate(cfg), SlurmLauncher)
+    with pytest.raises(ConfigCompositionException):  # typo of an sbatch setting
+        launcher("hydra/launcher=slurm", "hydra.launcher.partiton=gpu")
+    script = submitted_script(cfg, fake_sbatch)
     for line in ("--time=60", "--gpus-per-node=1", "--partition=gpu", "--ntasks-per-node=1", "--nodes=1",
-                 "--cpus-per-task=4", "--mem=16GB", f"--output={tmp_path}/.submitit/"):
+                 "--cpus-per-task=4", "--mem=16GB", f"--output={tmp_path}/.submitit/", "--signal=USR2@120"):
         assert f"#SBATCH {line}" in script
+
+
+def test_local_slurm_preset_asks_for_cpus_only(fake_sbatch: Path, tmp_path: Path):
+    """`hydra/launcher=slurm_local`, for the cluster of `make slurm-up`: one CPU and no GPU per job; DDP over
+    SLURM tasks through tasks_per_node."""
+    cfg = launcher("hydra/launcher=slurm_local", "hydra.launcher.tasks_per_node=2", f"hydra.sweep.dir={tmp_path}")
+    script = submitted_script(cfg, fake_sbatch)
+    for line in ("--cpus-per-task=1", "--mem=2GB", "--ntasks-per-node=2", "--time=60"):
+        assert f"#SBATCH {line}" in script
+    assert "--gpus" not in script and "--partition" not in script
 
 
 def test_run_names_say_what_was_set():

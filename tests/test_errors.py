@@ -113,6 +113,10 @@ IN_PROCESS_CASES = {
     "mps without hardware": (["device=mps"], "device=mps"),
     "gpu preset without hardware": (["trainer=gpu"], "trainer.accelerator=gpu"),
     "unknown optimized metric": (["optimized_metric=val/nope"], "optimized_metric=val/nope"),
+    "ood metric without the longer set": (["optimized_metric=ood/seq_acc"], "needs task.ood_min_len"),
+    "head score of a head that is not there": (["optimized_metric=head_score/self/layer0/head4"], "h < heads=4"),
+    "head score of an encoder-decoder": (["model=cross", "optimized_metric=head_score/self/layer0/head0"],
+                                         "optimized_metric=head_score/self/layer0/head0"),
     "seed negative": (["seed=-1"], "seed=-1"),
     "heads removed": (["~heads"], "heads=null"),
 }

@@ -44,7 +44,7 @@ from attention_lab.data.tasks.base import SequenceTransformTask, register_task
 
 @register_task("rotate")
 class RotateTask(SequenceTransformTask):
-    def transform(self, ids):
+    def transform(self, ids, config):
         return ids[1:] + ids[:1]
 '''
 

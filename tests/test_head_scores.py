@@ -195,3 +195,12 @@ def test_the_module_logs_the_scores_of_the_first_validation_batch(tmp_path, mode
         for h in range(heads):
             logged_value = logged[f"head_score/previous_token/layer{layer}/head{h}"]
             assert logged_value == pytest.approx(float(previous[h]), rel=1e-4)
+
+
+def test_the_config_checks_know_every_kind():
+    """checks.py stays torch-free, so it names the kinds itself: optimized_metric=head_score/<kind>/... accepts
+    exactly the kinds that are measured."""
+    from attention_lab.checks import HEAD_SCORE_KINDS
+    from attention_lab.head_scores import KINDS
+
+    assert HEAD_SCORE_KINDS == KINDS

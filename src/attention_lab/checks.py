@@ -17,7 +17,9 @@ from attention_lab.data.tasks.base import check_ood_range
 from attention_lab.errors import ConfigError
 
 VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what the final validation measures
-ENTROPY_METRIC = re.compile(r"attention_entropy/layer(\d+)/head(\d+)")
+OOD_METRICS = ("ood/seq_acc", "ood/token_acc", "ood/loss")  # ... on the longer set, when there is one
+HEAD_SCORE_KINDS = ("previous_token", "self", "induction")  # attention_lab.head_scores.KINDS (torch-free here)
+PER_HEAD_METRIC = re.compile(r"(attention_entropy|head_score/(?:previous_token|self|induction))/layer(\d+)/head(\d+)")
 
 
 def validate(cfg: DictConfig) -> None:
@@ -141,15 +143,20 @@ def check_masks(cfg: DictConfig) -> None:
 
 
 def check_optimized_metric(cfg: DictConfig) -> None:
+    """What train.py returns to a sweeper must be a metric the run measures."""
     metric = str(cfg.get("optimized_metric"))
-    entropy = ENTROPY_METRIC.fullmatch(metric)
-    if metric in VAL_METRICS:
+    per_head = PER_HEAD_METRIC.fullmatch(metric)
+    ood = cfg.task.get("ood_min_len") is not None
+    if metric in VAL_METRICS or (ood and metric in OOD_METRICS):
         return
-    if entropy and int(entropy[1]) < cfg.model.layers and int(entropy[2]) < cfg.model.num_heads:
-        return
-    raise ConfigError(f"optimized_metric={metric} is invalid: choose one of {', '.join(VAL_METRICS)} or "
-                      f"attention_entropy/layer<l>/head<h> with l < layers={cfg.model.layers} and "
-                      f"h < heads={cfg.model.num_heads}")
+    if per_head and int(per_head[2]) < cfg.model.layers and int(per_head[3]) < cfg.model.num_heads:
+        if not (per_head[1].startswith("head_score") and cfg.model.get("encoder_decoder")):
+            return
+    ood_note = "" if ood else " (ood/* needs task.ood_min_len and task.ood_max_len)"
+    scores = "" if cfg.model.get("encoder_decoder") else f" or head_score/<{'|'.join(HEAD_SCORE_KINDS)}>/layer<l>/head<h>"
+    raise ConfigError(f"optimized_metric={metric} is invalid: choose one of {', '.join(VAL_METRICS)}"
+                      f"{', ' + ', '.join(OOD_METRICS) if ood else ''}, attention_entropy/layer<l>/head<h>{scores}, "
+                      f"with l < layers={cfg.model.layers} and h < heads={cfg.model.num_heads}{ood_note}")
 
 
 def check_trainer(cfg: DictConfig) -> None:

@@ -104,6 +104,7 @@ class TaskConfig:
     val_size: int = 500
     pairs: int = 4  # task=recall: key-value pairs in each input
     queries: int = 2  # task=recall: keys asked for after the pairs (at most task.pairs)
+    delay: int = 0  # task=copy: each word is output this many positions later (0: plain copy)
     ood_min_len: int | None = None  # a second validation set of longer inputs (ood/*): None = none
     ood_max_len: int | None = None
     masks: list[str] = field(default_factory=lambda: list(ALL_MASKS))  # the masks the task can be learned with
@@ -142,6 +143,7 @@ class TrainConfig:
     num_predictions_logged: int = 4
     tags: list = field(default_factory=list)
     run_name: str = ""  # set by the run from its overrides (attention_lab.run.overrides.run_name)
+    shown_hparams: list = field(default_factory=list)  # set by a sweep job: what its sweep varies (HParams columns)
     resume: str | None = None  # run dir to continue: `python scripts/train.py resume=<run dir>`
 
 
@@ -158,6 +160,8 @@ def register_configs() -> None:
         "lab.run_dir", lambda resume, new: os.path.abspath(os.path.expanduser(str(resume))) if resume else new,
         replace=True)
     OmegaConf.register_new_resolver("lab.output_subdir", lambda resume: None if resume else ".hydra", replace=True)
+    # A resumed Optuna sweep's new jobs go after the existing job dirs (the sweeper numbers each launch from 0).
+    OmegaConf.register_new_resolver("lab.job_subdir", lambda num, offset: str(int(num) + int(offset)), replace=True)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     model = OmegaConf.structured(ModelConfig)

@@ -22,6 +22,13 @@ CELL_SIZE = 0.4  # inches per cell of attention_figure: room for "0.00" at ANNOT
 DPI = 80
 
 
+def run_title(run_name: str, detail: str, limit: int = 40) -> str:
+    """A map's title: which run (its name, the overrides that set it apart; "defaults" for none), then what the
+    map shows. Long names are cut: the figure is sized for the words, not the name."""
+    name = run_name or "defaults"
+    return f"{name if len(name) <= limit else name[: limit - 1] + '…'}\n{detail}"
+
+
 def weight_label(value: float) -> tuple[str, str]:
     """The annotation of a cell: its text and colour (dark text on the bright end of viridis)."""
     return f"{value:.2f}", "black" if value > 0.6 else "white"

@@ -11,9 +11,11 @@ from typing import Any
 import hydra
 import lightning as L
 import torch
+from lightning.fabric.utilities.warnings import PossibleUserWarning
 from lightning.pytorch.callbacks import ProgressBar
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from attention_lab.callbacks.epochs_from_steps import EpochsFromSteps
 from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
 from attention_lab.callbacks.rng_state import RngState
@@ -36,7 +38,7 @@ def instantiate_all(group: DictConfig | None) -> list[Any]:
 
 
 def hparams_for_dashboard(cfg: DictConfig) -> dict[str, Any]:
-    """The knobs a sweep varies, flat, for TensorBoard's HParams table."""
+    """Every knob a sweep may vary, flat: metrics.json's "hparams"."""
     model = cfg.model
     return {
         "model": model.name, "heads": model.num_heads, "kv_heads": model.kv_heads or model.num_heads,
@@ -45,6 +47,20 @@ def hparams_for_dashboard(cfg: DictConfig) -> dict[str, Any]:
         "block": model.block.name, "task": cfg.task.name, "lr": cfg.lr,
         "batch_size": cfg.batch_size, "dropout": model.dropout, "seed": cfg.seed,
     }
+
+
+def shown_hparams(cfg: DictConfig) -> dict[str, Any]:
+    """TensorBoard's HParams columns: the settings a sweep job's sweep varies (``cfg.shown_hparams``), as they took
+    effect (``heads`` of a single-head variant: 1); every knob for a single run."""
+    every = hparams_for_dashboard(cfg)
+    if not cfg.get("shown_hparams"):
+        return every
+    shown = {}
+    for key in cfg.shown_hparams:
+        value = every[key] if key in every else OmegaConf.select(cfg, key)
+        value = getattr(value, "value", value)  # an enum
+        shown[key] = value if isinstance(value, (bool, int, float, str)) else str(value)
+    return shown
 
 
 def metrics_table(metrics: dict[str, Any]) -> str:
@@ -68,12 +84,16 @@ def check_stop(stop: StopSignals, trainer: L.Trainer, graceful: GracefulStop) ->
 def quiet_console() -> None:
     """One line per message, and only the run's own: Lightning's package logger prints to the console itself
     as well as through the root logger that Hydra configured (every line twice), its Trainer announces the
-    devices it did not find and tips at INFO, and torch warns Lightning about a deprecated call."""
+    devices it did not find and tips at INFO, torch warns Lightning about a deprecated call, and Lightning hints
+    at srun wherever SLURM is installed."""
     lightning = logging.getLogger("lightning")
     for handler in list(lightning.handlers):
         lightning.removeHandler(handler)  # its records still reach Hydra's console and train.log
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"lightning\.")
+    # On a machine with SLURM installed, Lightning hints at `srun` for every run started without it; the lab's
+    # SLURM jobs come through submitit, which starts them with srun.
+    warnings.filterwarnings("ignore", category=PossibleUserWarning, module=r"lightning\.fabric\.plugins\.environments\.slurm")
 
 
 def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
@@ -88,7 +108,8 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     datamodule = hydra.utils.instantiate(cfg.data)
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
     graceful, solved = GracefulStop(stop), StepsToSolve()
-    callbacks = [*instantiate_all(cfg.get("callbacks")), graceful, StopOnNonFiniteLoss(), RngState(), solved]
+    callbacks = [*instantiate_all(cfg.get("callbacks")), graceful, StopOnNonFiniteLoss(), RngState(), solved,
+                 EpochsFromSteps()]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
@@ -106,7 +127,9 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     log.info("training done at step %d; final validation", trainer.global_step)
     # The final metrics of the trained model, measured once more so that they are exact, not the last interval's.
     # One dict per validation set (val/*, then ood/* when task.ood_min_len..task.ood_max_len is set).
-    results = trainer.validate(module, datamodule=datamodule, verbose=False) if trainer.is_global_zero else []
+    # Every rank validates: under strategy=ddp (SLURM tasks, torchrun) it is a collective, and rank 0 alone would wait
+    # for the others forever. The metrics are reduced over the ranks; only rank 0 writes them (below).
+    results = trainer.validate(module, datamodule=datamodule, verbose=False)
     final = {key: value for result in results for key, value in result.items()}
     check_stop(stop, trainer, graceful)
     metrics: dict[str, Any] = {key: float(value) for key, value in final.items()}
@@ -115,6 +138,9 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     metrics.update(global_step=trainer.global_step, params=sum(p.numel() for p in module.parameters()),
                    steps_to_solve=solved.step)
     metrics["hparams"] = hparams_for_dashboard(cfg)
+    if cfg.optimized_metric not in metrics:  # e.g. head_score/induction on a task whose words never repeat
+        log.warning("optimized_metric=%s was not measured in this run: a sweeper gets no value from it",
+                    cfg.optimized_metric)
     if trainer.is_global_zero:
         write_json(output_dir / METRICS, metrics)
         hp_metrics = {f"hp/{key.replace('/', '_')}": value for key, value in final.items()
@@ -122,7 +148,7 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
         if solved.step is not None:  # never solved: no placeholder value
             hp_metrics["hp/steps_to_solve"] = solved.step
         for logger in trainer.loggers:
-            logger.log_hyperparams(hparams_for_dashboard(cfg), metrics=hp_metrics)
+            logger.log_hyperparams(shown_hparams(cfg), metrics=hp_metrics)
             logger.finalize("success")
         log.info("final metrics of %s:\n%s", output_dir, metrics_table(metrics))
     return metrics

@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.path import Path
 
 from attention_lab.data.corpus import PAD_ID, UNK, tokenize
-from attention_lab.plotting import attention_figure, label_path, weight_label
+from attention_lab.plotting import attention_figure, label_path, run_title, weight_label
 
 if TYPE_CHECKING:
     from attention_lab.lit_module import AttentionLitModule
@@ -77,8 +77,9 @@ class AttentionMapLogger(L.Callback):
     of the cost) happen on one worker thread while training goes on. Training waits for it at its end."""
 
     def __init__(self, probe: str = "Life is short, eat dessert first", every_n_steps: int = 100,
-                 num_predictions: int = 4) -> None:
+                 num_predictions: int = 4, run_name: str = "") -> None:
         self.probe_words = tokenize(probe)
+        self.run_name = run_name  # in every title: which config a map belongs to
         self.every_n_steps = every_n_steps
         self.num_predictions = num_predictions
         self.last_logged_step = -1
@@ -140,7 +141,8 @@ class AttentionMapLogger(L.Callback):
         words = [w if w in pl_module.vocab else UNK for w in self.probe_words]
         _, weights = pl_module.predict_words([words])
         query_words = [f"out{i}" for i in range(len(words))] if pl_module.model.encoder_decoder else words
-        maps = [(f"attention/layer{layer}/head{head}", f"layer {layer}, head {head} · step {step}", head_weights)
+        maps = [(f"attention/layer{layer}/head{head}", run_title(self.run_name, f"layer {layer}, head {head} · step {step}"),
+                 head_weights)
                 for layer, layer_weights in enumerate(weights)
                 for head, head_weights in enumerate(layer_weights[0].float().cpu().numpy())]
         predictions = self.predictions_table(trainer, pl_module)

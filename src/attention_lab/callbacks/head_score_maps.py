@@ -11,13 +11,14 @@ from lightning.pytorch.utilities import rank_zero_only
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from attention_lab.head_scores import KINDS, score_grid
-from attention_lab.plotting import attention_figure
+from attention_lab.plotting import attention_figure, run_title
 
 
-def score_image(grid: list[list[float]], kind: str, step: int) -> np.ndarray:
+def score_image(grid: list[list[float]], kind: str, step: int, run_name: str = "") -> np.ndarray:
     """The heatmap of a layers x heads grid as an (H, W, 3) uint8 image: heads across, layers down."""
     figure = attention_figure(np.asarray(grid), [f"layer {layer}" for layer in range(len(grid))],
-                              [f"head {h}" for h in range(len(grid[0]))], f"{kind} score · step {step}",
+                              [f"head {h}" for h in range(len(grid[0]))],
+                              run_title(run_name, f"{kind} score · step {step}"),
                               xlabel="head", ylabel="layer")
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
@@ -29,8 +30,9 @@ class HeadScoreMaps(L.Callback):
     attention maps: drawing costs more than the validation itself) and of the final validation; nothing
     without a TensorBoard logger."""
 
-    def __init__(self, kinds: tuple[str, ...] | list[str] = KINDS, every_n_steps: int = 200) -> None:
+    def __init__(self, kinds: tuple[str, ...] | list[str] = KINDS, every_n_steps: int = 200, run_name: str = "") -> None:
         self.kinds = tuple(kinds)
+        self.run_name = run_name  # in every title: which config a map belongs to
         self.every_n_steps = every_n_steps
         self.last_logged_step = -1  # the final validation repeats the last step's: drawn once
 
@@ -49,5 +51,5 @@ class HeadScoreMaps(L.Callback):
         for kind in self.kinds:
             grid = score_grid(metrics, kind)
             if grid is not None:
-                writer.add_image(f"head_score/{kind}", score_image(grid, kind, trainer.global_step),
+                writer.add_image(f"head_score/{kind}", score_image(grid, kind, trainer.global_step, self.run_name),
                                  trainer.global_step, dataformats="HWC")

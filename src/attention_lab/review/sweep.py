@@ -40,7 +40,7 @@ class Job:
     dir: Path
     overrides: list[str]
     status: str = "running"
-    metrics: dict[str, float] = field(default_factory=dict)  # final val/* (and ood/*) metrics
+    metrics: dict[str, float] = field(default_factory=dict)  # final val/*, ood/* metrics; head_score/<kind>/max
     params: int | None = None
     steps: int | None = None
     wall_time_s: float | None = None  # for running jobs: time since the job started
@@ -64,7 +64,7 @@ class Sweep:
     direction: str  # maximize | minimize
     common_overrides: list[str]
     sweep_overrides: list[str]  # the sweep's command line (multirun.yaml), e.g. heads=1,2
-    metric_names: list[str]  # val/* then ood/* columns, the optimized metric first
+    metric_names: list[str]  # val/* then ood/* columns, the optimized metric (maybe a head score) first
 
     def counts(self) -> dict[str, int]:
         return {s: sum(j.status == s for j in self.jobs) for s in STATUSES if any(j.status == s for j in self.jobs)}
@@ -211,6 +211,7 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict]) -> Job:
     if metrics:
         job.metrics = {k: float(v) for k, v in metrics.items() if k.startswith(("val/", "ood/"))
                        and isinstance(v, (int, float))}
+        job.metrics.update(best_head_scores(metrics))
         job.params, job.steps = metrics.get("params"), metrics.get("global_step")
         if "steps_to_solve" in metrics:
             solve = metrics["steps_to_solve"]
@@ -248,6 +249,18 @@ def direction_of(multirun: dict | None, metric: str) -> str:
     return "minimize" if re.search(r"loss|error|perplexity|entropy", metric) else "maximize"
 
 
+def best_head_scores(metrics: dict[str, Any]) -> dict[str, float]:
+    """``head_score/<kind>/max``: the highest score of any layer's head, one column per kind (which head it is,
+    the run's layers x heads image shows)."""
+    best: dict[str, float] = {}
+    for key, value in metrics.items():
+        parts = key.split("/")
+        if len(parts) == 4 and parts[0] == "head_score" and isinstance(value, (int, float)):
+            name = f"head_score/{parts[1]}/max"
+            best[name] = max(best.get(name, -math.inf), float(value))
+    return best
+
+
 def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_minutes: float = 30.0,
                   now: float | None = None) -> Sweep:
     sweep_dir = Path(sweep_dir).expanduser()
@@ -266,8 +279,11 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
     for job in jobs:
         job.optimized_metric = metric
     direction = direction_of(multirun, metric)
-    names = sorted({k for j in jobs for k in j.metrics}, key=lambda k: (k.startswith("ood/"), k))  # val/*, ood/*
-    metric_names = ([metric] if metric in names or not names else []) + [k for k in names if k != metric]
+    # val/*, then ood/*; a head score only when asked for (--metric head_score/induction/max): tables stay narrow.
+    names = sorted({k for j in jobs for k in j.metrics if k.startswith(("val/", "ood/"))},
+                   key=lambda k: (k.startswith("ood/"), k))
+    measured = metric in names or any(metric in j.metrics for j in jobs)
+    metric_names = ([metric] if measured or not names else []) + [k for k in names if k != metric]
 
     # Overrides every job shares go in the caption; each row shows what makes it different.
     common = [o for o in jobs[0].overrides if all(o in j.overrides for j in jobs)] if len(jobs) > 1 else []

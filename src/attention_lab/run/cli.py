@@ -19,13 +19,17 @@ INFO_FLAGS = ("-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", "-s
               "--version", "-p", "--package", "-cp", "--config-path", "-cd", "--config-dir")
 
 
-def check(argv: Sequence[str], config_dir: Path) -> None:
-    """Exit with one line when the command line cannot work."""
+def check(argv: Sequence[str], config_dir: Path) -> list[str]:
+    """Exit with one line when the command line cannot work; else the command line to run (``resume=<sweep
+    dir>`` becomes the sweep's own command line, see attention_lab.run.sweep_resume)."""
     from attention_lab.run.overrides import is_override
     from attention_lab.run.preflight import check_command_line  # the Compose API: not for --help
+    from attention_lab.run.sweep_resume import command_line
 
     try:
+        argv = command_line(argv, config_dir)
         check_command_line(argv, config_dir)
+        return argv
     except Exception as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
@@ -36,7 +40,7 @@ def main(hydra_main: Callable[[], Any], config_dir: Path, argv: Sequence[str] | 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if not any(arg.split("=")[0] in INFO_FLAGS for arg in argv):
-            check(argv, config_dir)
+            sys.argv[1:] = check(argv, config_dir)  # what @hydra.main parses
         hydra_main()
     except KeyboardInterrupt:
         sys.stderr.write("interrupted (Ctrl-C)\n")

@@ -23,3 +23,4 @@ def run_name(overrides: list[str], limit: int = 150) -> str:
             if not any(override_key(o) == k or override_key(o).startswith((k + ".", k + "/")) for k in NOT_IN_NAME)]
     name = ",".join(kept).replace("/", "_")
     return name if len(name) <= limit else name[: limit - 1] + "…"
+

@@ -3,6 +3,7 @@ API and checked once, before ``@hydra.main`` creates anything. Errors come back 
 
 - Typos, wrong types and unknown options fail for runs and sweeps alike (each value of a sweep is tried).
 - A single run is checked completely: settings, device, corpus and task data, and ``resume=``.
+- A sweep whose jobs would train the same run twice, or share a dir, is refused (:mod:`.sweep_jobs`).
 - The jobs of a sweep get the remaining checks in the task function, so a bad combination fails only its
   own job, which the sweep summary records.
 """
@@ -16,7 +17,6 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
@@ -24,8 +24,10 @@ from attention_lab.checks import caveats, check_known_keys, validate
 from attention_lab.config import register_configs
 from attention_lab.errors import ConfigError
 from attention_lab.run import resume as resuming
+from attention_lab.run import sweep_resume
 from attention_lab.run.device import resolve_accelerator
 from attention_lab.run.overrides import is_override
+from attention_lab.run.sweep_jobs import sweep_job_configs
 
 
 def check_machine_and_data(cfg: DictConfig) -> None:
@@ -60,39 +62,17 @@ def hydra_compose_api(config_dir: Path) -> Iterator[None]:
         GlobalHydra.instance().clear()
 
 
-def sweep_variants(overrides: Sequence[str]) -> list[list[str]]:
-    """Each value of each sweep override (`heads=1,2,4`) once, the other sweeps at their first value."""
-    base: list[str | None] = []  # one line per override: the override itself, or its sweep's first value
-    alternatives: list[tuple[int, str]] = []  # (position in base, another value of that sweep)
-    for override in OverridesParser.create().parse_overrides(list(overrides)):
-        if not override.is_sweep_override():
-            base.append(override.input_line)
-            continue
-        key = override.get_key_element()
-        try:
-            values = list(override.sweep_string_iterator())
-        except Exception:  # noqa: BLE001 - interval() and the like: a sweeper samples them, nothing to list
-            values = []
-        base.append(f"{key}={values[0]}" if values else None)
-        alternatives += [(len(base) - 1, f"{key}={value}") for value in values[1:]]
-    variants = [list(base)]
-    for position, line in alternatives:
-        variants.append([line if i == position else o for i, o in enumerate(base)])
-    return [[o for o in variant if o is not None] for variant in variants]
-
-
 def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str = "train") -> None:
     """Raises what is wrong with the command line."""
     multirun = "-m" in argv or "--multirun" in argv
     overrides = [arg for arg in argv if is_override(arg)]
     with hydra_compose_api(config_dir):
         if multirun:
-            for variant in sweep_variants(overrides):
-                check_sweep_job(compose(config_name, overrides=variant))
+            sweep_job_configs(overrides, config_name, check_sweep_job)
             return
         cfg = compose(config_name, overrides=overrides, return_hydra_config=True)
         if cfg.hydra.mode == RunMode.MULTIRUN:  # a preset such as hparams_search=optuna makes it a sweep
-            check_sweep_job(cfg)
+            sweep_job_configs(overrides, config_name, check_sweep_job)
             return
         if cfg.get("resume"):
             plan = resuming.plan_resume(str(cfg.resume), overrides)
@@ -107,6 +87,6 @@ def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str =
 def check_sweep_job(cfg: DictConfig) -> None:
     """What every job of a sweep must pass before the sweep starts: no unknown keys, no resume."""
     check_known_keys(cfg)
-    if cfg.get("resume"):
+    if cfg.get("resume") and not sweep_resume.is_sweep_dir(cfg.resume):  # resume=<sweep dir> relaunches a sweep
         raise ConfigError(f"resume={cfg.resume} is invalid with -m (a sweep): resume one run at a time "
                           "(a sweep job too: resume=<sweep dir>/<job number>)")

@@ -20,7 +20,20 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.errors import ConfigError
-from attention_lab.run.files import LOCK, METRICS, RUN_INFO, SUMMARY, read_json, secondary_process, write_json
+from attention_lab.run.files import (
+    LOCK,
+    METRICS,
+    MULTIRUN_RECORD,
+    RUN_INFO,
+    SUMMARY,
+    read_json,
+    secondary_process,
+    write_json,
+)
+
+
+class RunDirTaken(ConfigError):
+    """A job's dir holds another run: the job fails without writing anything there."""
 
 
 def now() -> str:
@@ -138,10 +151,20 @@ class RunDirGuard(Callback):
             sys.exit(f"error: {err}")  # SystemExit: Hydra would turn an Exception in a callback into a warning
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A new sweep claims its dir; ``resume=<sweep dir>`` launches the sweep again into its own dir."""
         sweep_dir = selected_dir(config, "hydra.sweep.dir")
         if sweep_dir is None or secondary_process():
+            return
+        resume = selected_dir(config, "resume")
+        if resume is not None:
+            if resume != sweep_dir:  # the command line of a resumed sweep sets both (attention_lab.run.sweep_resume)
+                sys.exit(f"error: resume={resume} is invalid with -m: resume a whole sweep as resume=<sweep dir>, "
+                         "without -m, or one job as resume=<sweep dir>/<job number>")
             return
         try:
             claim_sweep_dir(sweep_dir)
         except ConfigError as err:
             sys.exit(f"error: {err}")
+        # Hydra's record of the sweep's command line, which resume=<sweep dir> reads. BasicSweeper writes the same
+        # file itself; other sweepers (Optuna) do not.
+        OmegaConf.save(config, sweep_dir / MULTIRUN_RECORD)

@@ -1,5 +1,6 @@
-"""SIGINT and SIGTERM during a run: the first one asks training to stop at the end of the current step
-(:class:`attention_lab.callbacks.graceful_stop.GracefulStop` saves a checkpoint); a second Ctrl-C aborts."""
+"""SIGINT, SIGTERM (and SLURM's SIGUSR2) during a run: the first one asks training to stop at the end of the
+current step (:class:`attention_lab.callbacks.graceful_stop.GracefulStop` saves a checkpoint); a second Ctrl-C
+aborts."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ log = logging.getLogger(__name__)
 class StopSignals:
     """Context manager; ``signum`` is the first signal received inside it, or None."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    # SIGUSR2: submitit's warning to a SLURM job, `signal_delay_s` before its time limit (or on preemption).
+    # Handled here, the run stops at the end of a step with a checkpoint; submitit's own handler would end it
+    # mid-step, recorded as failed.
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2)
 
     def __init__(self) -> None:
         self.signum: int | None = None

@@ -94,7 +94,11 @@ class SweepSummary(Callback):
         document = write_summary(path, final=True)
         counts, total = document["counts"], document["total"]
         tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no jobs"
-        if total - counts.get("ok", 0):
+        left = total - counts.get("ok", 0)
+        if left and OmegaConf.select(config, "resume"):  # resume=<sweep dir>: say what is still left to do
+            sys.exit(f"error: {left} job{'s' if left > 1 else ''} still failed or interrupted after resuming the "
+                     f"sweep ({tally}; errors above and in {path / SUMMARY}); fix them and resume it again")
+        if left:
             sys.exit(f"error: sweep finished with {tally} (errors above and in {path / SUMMARY}); "
                      "the other jobs kept their results")
         log.info("sweep finished: %s; summary: %s", tally, path / SUMMARY)

@@ -15,15 +15,25 @@ from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.errors import ConfigError, TrainingInterrupted
 from attention_lab.run import resume as resuming
+from attention_lab.run import sweep_resume
 from attention_lab.run.describe import describe, expected_error
-from attention_lab.run.files import SUMMARY, TRACEBACK, secondary_process
-from attention_lab.run.overrides import run_name
-from attention_lab.run.run_dir import RunDirLock, RunInfo
+from attention_lab.run.files import (
+    RUN_INFO,
+    SAVED_CONFIG,
+    SAVED_OVERRIDES,
+    SUMMARY,
+    TRACEBACK,
+    read_json,
+    secondary_process,
+)
+from attention_lab.run.overrides import override_key, run_name
+from attention_lab.run.run_dir import RunDirLock, RunDirTaken, RunInfo
 from attention_lab.run.signals import StopSignals
+from attention_lab.run.sweep_jobs import swept_keys
 from attention_lab.run.sweep_summary import write_summary
 
 
@@ -54,8 +64,14 @@ class RunTask:
         self.cfg = cfg
         self.multirun = hydra_cfg.mode == RunMode.MULTIRUN
         self.run_dir = Path(hydra_cfg.runtime.output_dir)
-        self.job = int(hydra_cfg.job.num) if self.multirun else None
+        # A job's number is its dir's name: a resumed Optuna sweep numbers its new jobs after the existing ones.
+        self.job = (int(self.run_dir.name) if self.run_dir.name.isdigit() else int(hydra_cfg.job.num)) \
+            if self.multirun else None
         self.overrides = [str(o) for o in hydra_cfg.overrides.task]
+        self.resumed_sweep = self.multirun and bool(cfg.get("resume"))
+        if self.resumed_sweep:  # resume=<sweep dir>: the job's own overrides are the rest
+            self.overrides = [o for o in self.overrides if override_key(o) != "resume"]
+        self.owns_dir = False  # this process holds the run dir's lock, and the dir is this run's
         self.where = f"job {self.job} ({' '.join(self.overrides)})" if self.multirun else str(self.run_dir)
         secondary = secondary_process()
         sweep_dir = Path(os.path.abspath(str(hydra_cfg.sweep.dir))) if self.multirun else None
@@ -69,9 +85,19 @@ class RunTask:
         cfg = self.cfg
         with StopSignals() as stop:
             try:
+                job = sweep_resume.job_plan(self.run_dir, self.overrides, str(cfg.optimized_metric)) \
+                    if self.resumed_sweep else None
+                if job is not None and job.action == "keep":  # before the lock: not one byte of an ok job changes
+                    stderr(f"{self.where}: ok, kept as it is")
+                    return job.metric
                 if self.lock is not None:
                     self.lock.acquire(f"resume={cfg.resume}" if cfg.get("resume") else f"hydra.run.dir={self.run_dir}")
+                    self.claim_job_dir(job)
                 plan = None
+                if job is not None:
+                    cfg.resume = str(self.run_dir) if job.action == "continue" else None
+                    if job.action == "restart":
+                        self.restart(cfg)
                 if cfg.get("resume"):
                     cfg, plan = resumed_config(cfg)
                 elif self.multirun:  # a single run was checked before its dir existed; sweep jobs are not
@@ -80,7 +106,10 @@ class RunTask:
                     check_run(cfg)
                 # A resumed run keeps the name its first attempt had: the same TensorBoard run, continued.
                 cfg.run_name = run_name(plan.saved if plan else self.overrides)
-                self.info.begin(job=self.job, overrides=plan.overrides if plan else self.overrides, resume=bool(plan))
+                # TensorBoard's HParams columns: what the sweep varies (a single run shows every knob).
+                cfg.shown_hparams = swept_keys(self.sweep_dir, HydraConfig.get().sweeper.get("params")) if self.multirun else []
+                self.info.begin(job=self.job, overrides=plan.overrides if plan else self.overrides,
+                                resume=bool(plan) or job is not None)  # a resumed sweep's job: attempts go on
                 if plan is not None and self.lock is not None:
                     resuming.record(plan, cfg)
                 from attention_lab.train import train  # the heavy imports come after the checks
@@ -94,6 +123,26 @@ class RunTask:
         self.end("ok")
         return metrics.get(cfg.optimized_metric)
 
+    def claim_job_dir(self, job: sweep_resume.JobPlan | None) -> None:
+        """A sweep job trains only in a dir that holds no other job's run (a resumed job: its own)."""
+        previous = read_json(self.run_dir / RUN_INFO)
+        if self.multirun and job is None and previous and (
+                previous.get("job") != self.job or previous.get("overrides") != self.overrides):
+            raise RunDirTaken(f"{self.run_dir} already holds the run of job {previous.get('job')} "
+                              f"({' '.join(previous.get('overrides') or [])}), which is left as it is; two jobs of "
+                              "the sweep have the same dir (see hydra.sweep.subdir)")
+        self.owns_dir = True
+
+    def restart(self, cfg: DictConfig) -> None:
+        """A failed or never-started job of a resumed sweep trains again: the failed attempt's files are set
+        aside, and the job's .hydra/ record is written (Hydra writes none for a resumed sweep's jobs)."""
+        sweep_resume.set_aside(self.run_dir)
+        hydra_dir = self.run_dir / SAVED_CONFIG.parent
+        hydra_dir.mkdir(exist_ok=True)
+        resuming.save_atomically(cfg, self.run_dir / SAVED_CONFIG)
+        resuming.save_atomically(HydraConfig.instance().cfg, hydra_dir / "hydra.yaml")
+        resuming.save_atomically(OmegaConf.create(self.overrides), self.run_dir / SAVED_OVERRIDES)
+
     def end(self, status: str, error: str | None = None) -> None:
         if self.info.data:
             self.info.end(status, error)
@@ -103,13 +152,16 @@ class RunTask:
     def fail(self, err: BaseException, stop: StopSignals) -> None:
         if isinstance(err, ConfigError) and not self.info.data:
             # Rejected before the run started: the run dir's record stays as it was.
+            if self.multirun and not self.owns_dir:  # the dir is another run's: nothing is written there
+                stderr(f"error: {self.where} failed: {describe(err)}")
+                return None
             if self.multirun:
-                self.info.begin(job=self.job, overrides=self.overrides, resume=False)
+                self.info.begin(job=self.job, overrides=self.overrides, resume=self.resumed_sweep)
             else:
                 stderr(f"error: {describe(err)}")
                 sys.exit(1)
         if isinstance(err, TrainingInterrupted) or stop.signum is not None or isinstance(err, KeyboardInterrupt):
-            self.interrupted(err, stop)
+            return self.interrupted(err, stop)
         message = describe(err, self.overrides)
         if not expected_error(err):
             (self.run_dir / TRACEBACK).write_text("".join(traceback.format_exception(err)))
@@ -132,8 +184,15 @@ class RunTask:
             signum = stop.signum or signal.SIGINT
             what = f"{signal.Signals(signum).name}: stopped; the last checkpoint saved is kept"
         self.end("interrupted", what)
-        rest = "; the sweep stops here (later jobs did not run)" if self.multirun else ""
-        stderr(f"interrupted: {self.where}: {what}; continue with: python scripts/train.py resume={self.run_dir}{rest}")
+        if self.multirun:  # the sweep is continued as a whole: this job, and those that did not run yet
+            where = f"resume={self.sweep_dir or self.run_dir.parent} (the whole sweep)"
+        else:
+            where = f"resume={self.run_dir}"
+        stderr(f"interrupted: {self.where}: {what}; continue with: python scripts/train.py {where}")
+        if self.multirun and os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
+            # A SLURM job (scancel, its time limit) ends alone: it returns, so that submitit reports a result and
+            # the sweep ends with its summary instead of waiting for sacct to notice a job that gave none.
+            return None
         sys.exit(128 + signum)
 
 

@@ -95,7 +95,8 @@ class SequenceTransformTask(Task):
     """Random word sequences of the vocabulary, lengths uniform in [min_len, max_len]; the target is a
     function of the input (copy, reverse, sort)."""
 
-    def transform(self, ids: list[int]) -> list[int]:
+    def transform(self, ids: list[int], config: TaskConfig) -> list[int]:
+        """The target of one input: as many ids, PAD_ID where nothing is to be predicted."""
         raise NotImplementedError
 
     @staticmethod
@@ -121,5 +122,5 @@ class SequenceTransformTask(Task):
             seen.add(tuple(rng.choice(word_ids) for _ in range(length)))
         sequences = [list(s) for s in sorted(seen)]  # sorted, then shuffled: independent of set order
         rng.shuffle(sequences)
-        pairs = [(s, self.transform(s)) for s in sequences]
+        pairs = [(s, self.transform(s, config)) for s in sequences]
         return pairs[config.val_size:], pairs[:config.val_size]

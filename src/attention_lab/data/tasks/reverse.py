@@ -1,9 +1,10 @@
 """reverse: output the input words in reverse order."""
 
+from attention_lab.config import TaskConfig
 from attention_lab.data.tasks.base import SequenceTransformTask, register_task
 
 
 @register_task("reverse")
 class ReverseTask(SequenceTransformTask):
-    def transform(self, ids: list[int]) -> list[int]:
+    def transform(self, ids: list[int], config: TaskConfig) -> list[int]:
         return ids[::-1]

@@ -1,0 +1,170 @@
+"""The jobs of a sweep, known before it starts, and two checks on them: no two jobs train the same run, and no
+two jobs write to the same dir. Runs in the Compose API context of :mod:`attention_lab.run.preflight`.
+
+For Hydra's basic sweeper the jobs are the product of the sweep's values, in the order it launches them. Other
+sweepers (Optuna) choose their jobs as they go: only the job dirs can be checked, by job number.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra import compose
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from attention_lab.config import FROM_KNOBS
+from attention_lab.errors import ConfigError
+from attention_lab.run.overrides import override_key
+
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # Hydra's default, by its _target_
+JOB_DIR_PLACEHOLDER = "<job dir>"  # the job's own dir is no part of what it trains
+REFERENCE = re.compile(r"\$\{(\w+)")  # `${heads}` -> heads
+# The top-level knobs that only set the model's fields: the code reads cfg.model, never them.
+MODEL_KNOBS = {name for interpolation in FROM_KNOBS.values() for name in REFERENCE.findall(interpolation)}
+
+
+def sweep_variants(overrides: Sequence[str]) -> list[list[str]]:
+    """Each value of each sweep override (`heads=1,2,4`) once, the other sweeps at their first value."""
+    base: list[str | None] = []  # one line per override: the override itself, or its sweep's first value
+    alternatives: list[tuple[int, str]] = []  # (position in base, another value of that sweep)
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        if not override.is_sweep_override():
+            base.append(override.input_line)
+            continue
+        key = override.get_key_element()
+        try:
+            values = list(override.sweep_string_iterator())
+        except Exception:  # noqa: BLE001 - interval() and the like: a sweeper samples them, nothing to list
+            values = []
+        base.append(f"{key}={values[0]}" if values else None)
+        alternatives += [(len(base) - 1, f"{key}={value}") for value in values[1:]]
+    variants = [list(base)]
+    for position, line in alternatives:
+        variants.append([line if i == position else o for i, o in enumerate(base)])
+    return [[o for o in variant if o is not None] for variant in variants]
+
+
+def sweep_arguments(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
+    """What the sweeper expands: a preset's ``hydra.sweeper.params``, then the command line's overrides."""
+    params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
+    return [f"{key}={value}" for key, value in params.items()] + list(overrides)
+
+
+def swept_keys(sweep_dir: Path | None, sweeper_params: Any) -> list[str]:
+    """The settings a running sweep varies: its sweeper's params (a preset's, or Optuna's search space) and the
+    sweep overrides of its command line, which Hydra's basic sweeper saved in ``<sweep dir>/multirun.yaml``
+    (read as data; [] when there is none)."""
+    arguments = [f"{key}={value}" for key, value in (sweeper_params or {}).items()]
+    saved = sweep_dir / "multirun.yaml" if sweep_dir is not None else None
+    if saved is not None and saved.is_file():
+        recorded = OmegaConf.select(OmegaConf.load(saved), "hydra.overrides.task")
+        arguments += [str(o) for o in recorded or [] if isinstance(o, str)]
+    try:
+        parsed = OverridesParser.create().parse_overrides(arguments)
+    except Exception:  # noqa: BLE001 - a damaged record: show what the job sets instead
+        return []
+    return list(dict.fromkeys(override_key(o.input_line) for o in parsed if o.is_sweep_override()))
+
+
+def planned_jobs(arguments: Sequence[str]) -> list[list[str]]:
+    """The basic sweeper's jobs, as it builds them: one list of values per key (an override given again replaces
+    the earlier one in its place), then their product."""
+    lines: dict[str, list[str]] = {}
+    for override in OverridesParser.create().parse_overrides(list(arguments)):
+        key = override.get_key_element()
+        if override.is_sweep_override():
+            lines[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            lines[key] = [f"{key}={override.get_value_element_as_str()}"]
+    return [list(job) for job in itertools.product(*lines.values())]
+
+
+def strings(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from strings(value)
+    elif isinstance(node, str):
+        yield node
+
+
+def what_it_trains(cfg: DictConfig) -> str:
+    """The job's resolved config, without Hydra's settings and without the top-level knobs that only feed other
+    settings (``heads`` only sets ``model.num_heads``, which a single-head variant fixes at 1)."""
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.pop("hydra", None)
+        OmegaConf.update(cfg, "paths.output_dir", JOB_DIR_PLACEHOLDER, force_add=True)
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    fed = ({name for text in strings(plain) for name in REFERENCE.findall(text)} | MODEL_KNOBS) & set(plain)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    for key in (*fed, "run_name"):
+        resolved.pop(key, None)
+    return json.dumps(resolved, sort_keys=True, default=str)
+
+
+def job_subdir(cfg: DictConfig, num: int) -> str:
+    with open_dict(cfg):
+        cfg.hydra.job.num = num
+        cfg.hydra.job.id = str(num)
+    return str(cfg.hydra.sweep.subdir)
+
+
+def reject_duplicates(jobs: list[list[str]], fingerprints: list[str], arguments: Sequence[str]) -> None:
+    settings = [dict(zip(map(override_key, job), job, strict=True)) for job in jobs]
+    swept = [key for key in settings[0] if len({s[key] for s in settings}) > 1]
+    groups: dict[str, list[int]] = {}
+    for num, fingerprint in enumerate(fingerprints):
+        groups.setdefault(fingerprint, []).append(num)
+    for nums in (nums for nums in groups.values() if len(nums) > 1):
+        same = [key for key in swept if len({settings[n][key] for n in nums}) == 1]
+        differing = [key for key in swept if key not in same]
+        typed = " ".join(a for a in arguments if override_key(a) in differing)
+        shown = " | ".join(" ".join(settings[n][k] for k in differing) for n in nums)
+        context = f"with {' '.join(settings[nums[0]][k] for k in same)}, " if same else ""
+        raise ConfigError(f"{typed} is invalid in this sweep: {context}jobs {', '.join(map(str, nums))} ({shown}) "
+                          "would train the same run, as nothing reads what differs; sweep it where it matters, in "
+                          "a sweep of its own")
+
+
+def reject_shared_dirs(subdirs: list[str], raw: Any) -> None:
+    first: dict[str, int] = {}
+    for num, subdir in enumerate(subdirs):
+        if subdir in first:
+            raise ConfigError(f"hydra.sweep.subdir={raw} is invalid: jobs {first[subdir]} and {num} would both write "
+                              f"to <sweep dir>/{subdir}; use a subdir that differs per job, such as "
+                              "${hydra.job.num} (the default)")
+        first[subdir] = num
+
+
+def sweep_job_configs(overrides: Sequence[str], config_name: str,
+                      check_job: Callable[[DictConfig], None]) -> list[DictConfig]:
+    """Every job's composed config (Hydra's settings included), each passed to ``check_job``, once no two jobs
+    share a dir or train the same run; raises ConfigError otherwise. A sweeper that chooses its jobs as it goes
+    gets each value of each sweep override once, and its job dirs are checked by job number."""
+    variants = sweep_variants(overrides)
+    base = compose(config_name, overrides=variants[0], return_hydra_config=True)
+    raw_subdir = OmegaConf.to_container(base.hydra.sweep, resolve=False)["subdir"]
+    if OmegaConf.select(base, "hydra.sweeper._target_") != BASIC_SWEEPER:
+        configs = [base, *(compose(config_name, overrides=v, return_hydra_config=True) for v in variants[1:])]
+        for cfg in configs:
+            check_job(cfg)
+        trials = int(OmegaConf.select(base, "hydra.sweeper.n_trials", default=2) or 2)
+        reject_shared_dirs([job_subdir(base.copy(), num) for num in range(max(trials, 2))], raw_subdir)
+        return configs
+    arguments = sweep_arguments(base, overrides)
+    jobs = planned_jobs(arguments)
+    configs = [compose(config_name, overrides=job, return_hydra_config=True) for job in jobs]
+    for cfg in configs:
+        check_job(cfg)
+    reject_shared_dirs([job_subdir(cfg.copy(), num) for num, cfg in enumerate(configs)], raw_subdir)
+    reject_duplicates(jobs, [what_it_trains(cfg) for cfg in configs], arguments)
+    return configs

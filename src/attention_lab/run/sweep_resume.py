@@ -1,0 +1,193 @@
+"""``resume=<sweep dir>``: finish a sweep in its own dir.
+
+The sweep is launched again with its own command line (``<sweep dir>/multirun.yaml``: Hydra's record of the
+sweep's overrides) into the same sweep dir, so every job gets the number and dir it had. Each job then decides
+(:func:`job_plan`): ok → kept as it is (its files are not touched; the sweeper gets its recorded metric);
+interrupted → continues from its checkpoints, as ``resume=<run dir>`` does; failed or never started → trains
+again in its dir, the failed attempt's files moved to ``attempt<n>/``.
+
+An Optuna sweep asks new trials instead: its study (in the sweeper's ``storage``) is continued up to
+``hydra.sweeper.n_trials`` complete trials in total, the new trials in new job dirs after the existing ones.
+
+The sweep dir is data, never code: its overrides are read as YAML and get the checks of ``resume=<run dir>``
+(no ``hydra.*`` setting beyond the few below, only the project's ``_target_`` classes, each job's model and task
+unchanged). A resume may add only settings that say how long to train and where the jobs run.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+from attention_lab.errors import ConfigError
+from attention_lab.run.files import (
+    CHECKPOINTS,
+    METRICS,
+    MULTIRUN_RECORD,
+    RUN_INFO,
+    SAVED_OVERRIDES,
+    TRACEBACK,
+    read_json,
+)
+from attention_lab.run.overrides import override_key
+from attention_lab.run.resume import FURTHER_TRAINING, read_saved_overrides, targets
+
+# Settings of the sweep's own hydra overrides that a resume restores: where its jobs run, how many trials.
+RESTORED_HYDRA = ("hydra/launcher", "hydra.launcher.n_jobs", "hydra.sweeper.n_trials")
+ADDED_ON_RESUME = (*FURTHER_TRAINING, *RESTORED_HYDRA)  # what a resume of a sweep may add
+REPLACED = ("resume", "hydra.sweep.dir", "hydra.mode")  # set by the resume itself (hydra.mode: by -m)
+
+
+def is_sweep_dir(value: Any) -> bool:
+    return bool(value) and (Path(str(value)).expanduser() / MULTIRUN_RECORD).is_file()
+
+
+def resume_value(argv: Sequence[str]) -> str | None:
+    values = [arg.split("=", 1)[1] for arg in argv if arg.startswith("resume=")]
+    return values[-1] if values else None
+
+
+def read_record(sweep_dir: Path, setting: str) -> tuple[list[str], list[str]]:
+    """The sweep's task and hydra overrides, from multirun.yaml read as data (nothing is resolved)."""
+    path = sweep_dir / MULTIRUN_RECORD
+    try:
+        record = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        task, hydra = record["hydra"]["overrides"]["task"], record["hydra"]["overrides"]["hydra"]
+    except Exception:  # noqa: BLE001 - unreadable, or not Hydra's record: the sweep dir is damaged
+        raise ConfigError(f"{setting} is invalid: {path} is not Hydra's record of a sweep") from None
+    if not all(isinstance(o, str) for o in [*task, *hydra]):
+        raise ConfigError(f"{setting} is invalid: {path} holds overrides that are not text")
+    try:
+        parsed = OverridesParser.create().parse_overrides([*task, *hydra])
+    except Exception:  # noqa: BLE001 - OverrideParseException and friends
+        raise ConfigError(f"{setting} is invalid: {path} holds an override that does not parse") from None
+    keys = {o.input_line: o.key_or_group for o in parsed}
+    for line in task:
+        if keys[line].split(".")[0].split("/")[0] == "hydra":
+            raise ConfigError(f"{setting} is invalid: {path} sets '{line}' among the jobs' overrides, which no "
+                              "sweep records; the sweep dir was changed by hand and is not resumed")
+    for line in hydra:
+        if keys[line] not in (*RESTORED_HYDRA, *REPLACED):
+            raise ConfigError(f"{setting} is invalid: the sweep was started with '{line}', which a resume does not "
+                              f"restore (it restores only {', '.join(RESTORED_HYDRA)}); resume its jobs one at a "
+                              "time instead: resume=<sweep dir>/<job number>")
+    kept = [line for line in task if keys[line] not in REPLACED]
+    return kept, [line for line in hydra if keys[line] not in REPLACED]
+
+
+def added_overrides(argv: Sequence[str], saved: Sequence[str], setting: str) -> list[str]:
+    """This command's own overrides: only training length and launcher settings (or a saved one, repeated)."""
+    from attention_lab.run.overrides import is_override
+
+    added = []
+    for arg in argv:
+        if not is_override(arg) or arg in saved or override_key(arg) in REPLACED:
+            continue
+        if override_key(arg) not in ADDED_ON_RESUME:
+            raise ConfigError(f"{arg} is invalid with {setting}: a resumed sweep keeps its jobs' settings; it may "
+                              f"only add {', '.join(ADDED_ON_RESUME)}")
+        added.append(arg)
+    return added
+
+
+def optuna_overrides(sweep_dir: Path, sweeper: Any) -> list[str]:
+    """An Optuna sweep asks new trials: as many as complete ones are missing (the sweeper's n_trials counts the
+    trials of one launch), in job dirs after the existing ones (it numbers each launch's jobs from 0;
+    ``lab.job_subdir`` adds the offset). A seeded sampler gets another seed per resume: with the same one it
+    would propose the same first trials again."""
+    numbers = [int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()]
+    done = sum(read_json(sweep_dir / str(n) / RUN_INFO).get("status") == "ok" for n in numbers)
+    offset = max(numbers, default=-1) + 1
+    overrides = [f"hydra.sweeper.n_trials={max(0, int(sweeper.n_trials) - done)}",
+                 f"hydra.sweep.subdir='${{lab.job_subdir:${{hydra.job.num}},{offset}}}'"]  # quoted: an interpolation
+    seed = OmegaConf.select(sweeper, "sampler.seed")
+    if isinstance(seed, int):
+        overrides.append(f"hydra.sweeper.sampler.seed={seed + offset}")
+    return overrides
+
+
+def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "train") -> list[str]:
+    """``resume=<sweep dir> [max_steps=...]`` → the sweep's own command line, launched into its dir; any other
+    command line is returned as it is. Raises ConfigError, before anything runs, for a sweep dir that cannot be
+    resumed."""
+    value = resume_value(argv)
+    if not is_sweep_dir(value):
+        return list(argv)
+    from hydra import compose
+
+    from attention_lab.run.overrides import is_override
+    from attention_lab.run.preflight import hydra_compose_api
+    from attention_lab.run.resume import allowed_targets
+    from attention_lab.run.sweep_jobs import sweep_variants
+
+    setting, sweep_dir = f"resume={value}", Path(str(value)).expanduser().resolve()
+    task, hydra = read_record(sweep_dir, setting)
+    added = added_overrides(argv, [*task, *hydra], setting)
+    given = {override_key(o) for o in added}
+    overrides = [o for o in [*task, *hydra] if override_key(o) not in given] + added
+    overrides += [f"resume={sweep_dir}", f"hydra.sweep.dir={sweep_dir}"]
+    allowed = allowed_targets(config_dir)
+    with hydra_compose_api(config_dir):
+        for variant in sweep_variants([o for o in overrides if not override_key(o).startswith("hydra")]):
+            for target, where in targets(compose(config_name, overrides=variant)):
+                if target not in allowed:
+                    raise ConfigError(f"{setting} is invalid: its overrides set {where}_target_={target}, which is "
+                                      "not one of the project's configs; a sweep dir is data and may not name code")
+        first = compose(config_name, overrides=sweep_variants(overrides)[0], return_hydra_config=True)
+        if first.hydra.runtime.choices.get("hydra/sweeper") == "optuna":
+            overrides += optuna_overrides(sweep_dir, first.hydra.sweeper)
+    flags = [arg for arg in argv if not is_override(arg) and arg not in ("-m", "--multirun")]
+    return [*flags, "-m", *overrides]
+
+
+@dataclass
+class JobPlan:
+    """What one job of a resumed sweep does."""
+
+    action: str  # "keep" (ok), "continue" (interrupted: from its checkpoint) or "restart"
+    metric: float | None = None  # a kept job's recorded metric, for the sweeper
+
+
+def same_job(saved: Sequence[str], planned: Sequence[str]) -> bool:
+    """The job dir holds this job's run: the same overrides, apart from training length."""
+    def essential(overrides: Sequence[str]) -> set[str]:
+        return {o for o in overrides if override_key(o) not in (*FURTHER_TRAINING, "resume")}
+
+    return essential(saved) == essential(planned)
+
+
+def job_plan(job_dir: Path, planned: Sequence[str], metric_name: str) -> JobPlan:
+    """Raises RunDirTaken when the job's dir holds another job's run."""
+    from attention_lab.run.run_dir import RunDirTaken
+
+    info = read_json(job_dir / RUN_INFO)
+    if (job_dir / SAVED_OVERRIDES).is_file():
+        saved = read_saved_overrides(job_dir, f"resume={job_dir.parent}")
+        if not same_job(saved, planned):
+            raise RunDirTaken(f"{job_dir} holds another job's run ({' '.join(saved)}), which is left as it is; "
+                              "the sweep's jobs no longer match its dirs")
+    if info.get("status") == "ok" and (job_dir / METRICS).is_file():
+        return JobPlan("keep", read_json(job_dir / METRICS).get(metric_name))
+    if info.get("status") == "interrupted":
+        return JobPlan("continue")
+    return JobPlan("restart")
+
+
+def set_aside(job_dir: Path) -> None:
+    """A failed attempt's record, checkpoints and TensorBoard events move to ``attempt<n>/`` before the job
+    trains again (train.log is kept: the new attempt appends to it)."""
+    info = read_json(job_dir / RUN_INFO)
+    if not info:
+        return
+    aside = job_dir / f"attempt{int(info.get('attempts') or 1)}"
+    aside.mkdir(exist_ok=True)
+    shutil.copy2(job_dir / RUN_INFO, aside / "run_info.json.previous")  # not a run_info.json: no summary row
+    for name in (TRACEBACK, CHECKPOINTS, "tensorboard"):
+        if (job_dir / name).exists():
+            shutil.move(str(job_dir / name), str(aside / name))

@@ -1,0 +1,26 @@
+"""A normal run's console: one line per message, no library tips or deprecation warnings, an epoch counter that
+counts (not "Epoch 0/-2"), no v_num, and the final metrics as a small table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import TRAIN, run_script
+
+
+def test_a_normal_run_prints_each_line_once_and_a_final_table(tmp_path: Path):
+    proc = run_script(TRAIN, "max_steps=120", "task.train_size=1280", "task.val_size=64",
+                      f"hydra.run.dir={tmp_path / 'run'}", check=True)
+    out = proc.stdout + proc.stderr
+    log_lines = [line for line in out.splitlines() if line.startswith("[20")]  # Hydra's log format
+    messages = [line.split(" - ", 1)[-1] for line in log_lines]
+    assert log_lines and len(messages) == len(set(messages)), "\n".join(log_lines)
+    assert not re.search(r"warn|deprecat|tip:|💡", out, re.IGNORECASE), out[-3000:]
+    epochs = {(int(a), int(b)) for a, b in re.findall(r"Epoch (\d+)/(-?\d+)", out)}
+    # 1280 examples / 64 = 20 batches an epoch: 120 steps are 6 epochs, 0..5.
+    assert epochs and all(total == 5 for _, total in epochs), epochs
+    assert "v_num" not in out
+    table = out[out.index("final metrics of"):]
+    assert re.search(r"^  val/seq_acc\s+\d\.\d{4}$", table, re.MULTILINE), table
+    assert re.search(r"^  global_step\s+120$", table, re.MULTILINE), table

@@ -1,0 +1,101 @@
+"""hydra/launcher=parallel (and =joblib): each job in a process of its own. A job whose process is killed (as by
+the out-of-memory killer) fails alone and the others finish; SIGTERM to the sweep stops every job with a
+checkpoint, and resume=<sweep dir> finishes them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from conftest import QUIET, ROOT, TRAIN, run_script, script_env
+
+# Tiny runs; a checkpoint every 10 steps. Job 1 trains until it is stopped.
+SMALL = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10", "~callbacks.attention_maps",
+         "~callbacks.early_stopping", "hydra/launcher=parallel", "hydra.launcher.n_jobs=2"]
+
+
+def start_sweep(sweep_dir: Path, *overrides: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(TRAIN), "-m", *overrides, *SMALL, *QUIET,
+                             f"hydra.sweep.dir={sweep_dir}"], cwd=ROOT, env=script_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def info(job_dir: Path) -> dict:
+    try:
+        return json.loads((job_dir / "run_info.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_until(condition, proc: subprocess.Popen, what: str, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"the sweep ended before {what}:\n{proc.communicate()[1][-3000:]}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.05)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 240) -> str:
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_killed_job_fails_alone(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    proc = start_sweep(sweep_dir, "max_steps=60,100000")
+    wait_until(lambda: info(sweep_dir / "1").get("status") == "running", proc, "job 1 running")
+    pid = info(sweep_dir / "1")["pid"]
+    assert pid != proc.pid, "each job runs in a process of its own"
+    os.kill(pid, signal.SIGKILL)  # as the out-of-memory killer does
+    stderr = finish(proc)
+    assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 2 and "job 1" in errors[0] and "killed by SIGKILL" in errors[0], stderr[-3000:]
+    assert "1 failed, 1 ok" in errors[1]
+
+    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    jobs = {row["job"]: row for row in summary["jobs"]}
+    assert summary["counts"] == {"ok": 1, "failed": 1} and sorted(jobs) == [0, 1]
+    assert jobs[0]["status"] == "ok" and jobs[0]["metrics"]["global_step"] == 60
+    assert jobs[1]["status"] == "failed" and "killed by SIGKILL" in jobs[1]["error"]
+    assert info(sweep_dir / "1")["status"] == "failed" and "SIGKILL" in info(sweep_dir / "1")["error"]
+
+
+def test_sigterm_stops_every_job_with_a_checkpoint_then_resume_finishes_them(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    proc = start_sweep(sweep_dir, "max_steps=100000", "seed=0,1")
+    checkpoints = [sweep_dir / str(n) / "checkpoints" / "last.ckpt" for n in (0, 1)]
+    wait_until(lambda: all(path.exists() for path in checkpoints), proc, "both jobs' first checkpoints")
+    pids = [info(sweep_dir / str(n))["pid"] for n in (0, 1)]
+    proc.send_signal(signal.SIGTERM)
+    stderr = finish(proc)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert "Traceback" not in stderr
+    for pid in pids:  # no orphan goes on training
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    assert summary["counts"] == {"interrupted": 2}, summary
+    steps = []
+    for n, path in enumerate(checkpoints):
+        assert info(sweep_dir / str(n))["status"] == "interrupted" and "SIGTERM" in info(sweep_dir / str(n))["error"]
+        steps.append(torch.load(path, map_location="cpu", weights_only=True)["global_step"])
+        assert 10 <= steps[-1] < 100000
+
+    resumed = run_script(TRAIN, f"resume={sweep_dir}", f"max_steps={max(steps) + 20}", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    assert summary["counts"] == {"ok": 2}
+    for n, step in enumerate(steps):  # each job continued from its own checkpoint, in its own dir
+        assert info(sweep_dir / str(n))["attempts"] == 2
+        assert f"resuming {sweep_dir / str(n)} from {checkpoints[n]}" in (sweep_dir / str(n) / "train.log").read_text()
+        assert step < json.loads((sweep_dir / str(n) / "metrics.json").read_text())["global_step"] <= max(steps) + 20
