@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,15 @@ CONFIG_DIR = ROOT / "configs"
 TRAIN = ROOT / "scripts" / "train.py"
 # Quiet, fast runs: no progress bar redraws in captured output.
 QUIET = ["trainer.enable_progress_bar=false", "~callbacks.progress_bar"]
+
+
+def wait_until(condition, proc: subprocess.Popen, what: str, timeout: float = 240) -> None:
+    """Poll ``condition`` while ``proc`` (a run or a sweep started with Popen) lives; fail if it ends first."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"the process ended before {what}:\n{proc.communicate()[1][-3000:]}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.02)
 
 
 def compose_config(overrides: list[str] | None = None, *, return_hydra_config: bool = False):

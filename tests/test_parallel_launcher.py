@@ -9,12 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-from conftest import QUIET, ROOT, TRAIN, run_script, script_env
+from conftest import QUIET, ROOT, TRAIN, run_script, script_env, wait_until
 
 # Tiny runs; a checkpoint every 10 steps. Job 1 trains until it is stopped.
 SMALL = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10", "~callbacks.attention_maps",
@@ -32,14 +31,6 @@ def info(job_dir: Path) -> dict:
         return json.loads((job_dir / "run_info.json").read_text())
     except (OSError, ValueError):
         return {}
-
-
-def wait_until(condition, proc: subprocess.Popen, what: str, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert proc.poll() is None, f"the sweep ended before {what}:\n{proc.communicate()[1][-3000:]}"
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.05)
 
 
 def finish(proc: subprocess.Popen, timeout: float = 240) -> str:

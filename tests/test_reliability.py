@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env
+from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env, wait_until
 from test_errors import assert_one_line_error
 
 SMALL = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10", "~callbacks.attention_maps",
@@ -24,14 +24,6 @@ SMALL = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=
 def start_train(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(TRAIN), *args, *QUIET], cwd=ROOT, env=script_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_until(condition, proc: subprocess.Popen, what: str, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert proc.poll() is None, f"the run ended before {what}:\n{proc.communicate()[1][-3000:]}"
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.02)
 
 
 def record(run_dir: Path) -> dict[str, bytes]:
