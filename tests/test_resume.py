@@ -125,3 +125,12 @@ def test_finished_run_is_not_resumed_by_accident(tmp_path):
     # Training it further is explicit: the saved overrides, then the new ones, then the run dir.
     plan = plan_resume(str(run_dir), [f"resume={run_dir}", "max_steps=3000"])
     assert plan.compose_overrides == ["heads=2", "lr=0.01", "max_steps=3000", f"resume={run_dir.resolve()}"]
+
+
+def test_a_finished_run_trained_further_reaches_the_new_max_steps(tmp_path):
+    """The epoch count the progress bar shows must never end a resumed run before its max_steps: a run resumed
+    at an epoch boundary stopped 3 steps short (57 of 60) when the limit was computed as for a new run."""
+    run_dir = tmp_path / "run"
+    run_train(run_dir, *CONFIG)  # 40 steps: 10 whole epochs of 4 batches
+    run_train(run_dir, f"resume={run_dir}", "max_steps=60")
+    assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 60
