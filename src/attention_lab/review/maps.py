@@ -16,6 +16,7 @@ from typing import Any
 
 from attention_lab.review.attention_maps import AttentionMaps
 from attention_lab.review.cli import ReviewError
+from attention_lab.run.files import MULTIRUN_RECORD
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def find_run(path: str | Path) -> RunFiles:
     if not found:  # a checkpoint saved under another name (e.g. with ModelCheckpoint's filename changed)
         found = sorted(checkpoint_dir.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
     if not found:
-        if (path / "multirun.yaml").is_file():
+        if (path / MULTIRUN_RECORD).is_file():
             jobs = sorted(p.parent.name for p in path.glob("*/.hydra"))
             example = f" such as {path / jobs[0]}" if jobs else ""
             raise ReviewError(f"run={path} is a sweep directory: pass one of its job directories{example}")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from attention_lab.review.cli import ReviewError
-from attention_lab.run.files import SUMMARY, read_json
+from attention_lab.run.files import MULTIRUN_RECORD, SUMMARY, read_json
 
 RECORDED_STATUSES = ("ok", "failed", "interrupted", "running")  # what run_info.json and the summary hold
 STATUSES = (*RECORDED_STATUSES, "stale")
@@ -270,7 +270,7 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
     if not job_dirs:
         raise ReviewError(f"{sweep_dir} holds no job directories (*/.hydra/overrides.yaml): "
                           "pass the directory a `train.py -m` sweep wrote")
-    multirun = read_yaml(sweep_dir / "multirun.yaml")
+    multirun = read_yaml(sweep_dir / MULTIRUN_RECORD)
     summary = load_summary(sweep_dir)
     jobs = [read_job(sweep_dir, d, summary) for d in job_dirs]
     mark_unfinished(jobs, stale_minutes, time.time() if now is None else now)

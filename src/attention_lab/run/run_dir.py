@@ -66,7 +66,7 @@ def claim_run_dir(run_dir: Path) -> None:
 
 
 def claim_sweep_dir(sweep_dir: Path) -> None:
-    taken = claim(sweep_dir, (SUMMARY, "multirun.yaml"), SUMMARY,
+    taken = claim(sweep_dir, (SUMMARY, MULTIRUN_RECORD), SUMMARY,
                   {"sweep_dir": str(sweep_dir), "updated_at": now(), "total": 0, "counts": {}, "jobs": []})
     if taken is not None:
         raise ConfigError(f"hydra.sweep.dir={sweep_dir} is invalid: it already holds a sweep ({taken}), which is "

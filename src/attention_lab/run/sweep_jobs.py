@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attention_lab.config import FROM_KNOBS
 from attention_lab.errors import ConfigError
+from attention_lab.run.files import MULTIRUN_RECORD
 from attention_lab.run.overrides import override_key
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # Hydra's default, by its _target_
@@ -61,7 +62,7 @@ def swept_keys(sweep_dir: Path | None, sweeper_params: Any) -> list[str]:
     sweep overrides of its command line, which Hydra's basic sweeper saved in ``<sweep dir>/multirun.yaml``
     (read as data; [] when there is none)."""
     arguments = [f"{key}={value}" for key, value in (sweeper_params or {}).items()]
-    saved = sweep_dir / "multirun.yaml" if sweep_dir is not None else None
+    saved = sweep_dir / MULTIRUN_RECORD if sweep_dir is not None else None
     if saved is not None and saved.is_file():
         recorded = OmegaConf.select(OmegaConf.load(saved), "hydra.overrides.task")
         arguments += [str(o) for o in recorded or [] if isinstance(o, str)]
