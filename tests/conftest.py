@@ -30,6 +30,35 @@ def wait_until(condition, proc: subprocess.Popen, what: str, timeout: float = 24
         time.sleep(0.02)
 
 
+def signal_when(proc: subprocess.Popen, condition, what: str, *signums: int, timeout: float = 120) -> tuple[str, str]:
+    """Once ``condition`` holds, send ``signums`` to ``proc`` (a run or sweep started with Popen), a moment apart;
+    returns its (stdout, stderr). The process never outlives the test."""
+    try:
+        wait_until(condition, proc, what)
+        for n, signum in enumerate(signums):
+            if n:
+                time.sleep(0.02)
+            proc.send_signal(signum)
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def unwritable_out(tmp_path: Path, case: str, name: str) -> Path:
+    """An --out that nothing can be written to: an existing file, a path under a file, or a read-only dir
+    (skipped as root, which writes into read-only dirs)."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a directory\n")
+    if case == "read_only_dir":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only directories")
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        return locked / name
+    return blocker if case == "existing_file" else blocker / name
+
+
 def compose_config(overrides: list[str] | None = None, *, return_hydra_config: bool = False):
     """The composed training config, as scripts/train.py would see it."""
     register_configs()

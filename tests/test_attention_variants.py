@@ -30,6 +30,14 @@ from test_attention_reference import assert_close, paper_alibi_slopes, reference
 # ---------------------------------------------------------------------------------------------
 
 
+def plain_and_with(variant: str, *, d_out: int = 4, num_heads: int = 1, causal: bool = False, **option):
+    """The variant without and with ``option``, each built from seed 0: the same weights."""
+    torch.manual_seed(0)
+    plain = build_attention(variant, d_in=4, d_out=d_out, num_heads=num_heads, causal=causal)
+    torch.manual_seed(0)
+    return plain, build_attention(variant, d_in=4, d_out=d_out, num_heads=num_heads, causal=causal, **option)
+
+
 def test_every_module_of_the_package_is_imported():
     names = [module.name for module in pkgutil.iter_modules(attention_package.__path__)]
     assert {"multihead", "simple", "rope", "alibi", "masks"} <= set(names)
@@ -251,10 +259,7 @@ def test_window_as_long_as_the_sequence_changes_nothing(variant):
     heads = 2 if ATTENTION_REGISTRY[variant].multi_head else 1
     x = torch.randn(2, 5, 4)
     source = x if variant == "cross" else None
-    torch.manual_seed(0)
-    plain = build_attention(variant, d_in=4, d_out=4, num_heads=heads)
-    torch.manual_seed(0)
-    windowed = build_attention(variant, d_in=4, d_out=4, num_heads=heads, window=5)
+    plain, windowed = plain_and_with(variant, num_heads=heads, window=5)
     for need_weights in (False, True):
         assert_close(windowed(x, source, need_weights=need_weights).context,
                      plain(x, source, need_weights=need_weights).context)
@@ -286,10 +291,7 @@ def test_positions_outside_attention_change_nothing_here(variant, position):
     heads = 2 if ATTENTION_REGISTRY[variant].multi_head else 1
     x = torch.randn(2, 5, 4)
     source = x if variant == "cross" else None
-    torch.manual_seed(0)
-    plain = build_attention(variant, d_in=4, d_out=4, num_heads=heads)
-    torch.manual_seed(0)
-    module = build_attention(variant, d_in=4, d_out=4, num_heads=heads, position=position)
+    plain, module = plain_and_with(variant, num_heads=heads, position=position)
     assert module.position is None
     assert torch.equal(module(x, source, need_weights=True).weights, plain(x, source, need_weights=True).weights)
 
@@ -308,10 +310,8 @@ def test_alibi_slopes_are_the_papers():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_alibi_adds_minus_slope_times_distance(causal):
-    torch.manual_seed(0)
-    plain = build_attention("multihead", d_in=4, d_out=12, num_heads=3, causal=causal).double()
-    torch.manual_seed(0)
-    alibi = build_attention("multihead", d_in=4, d_out=12, num_heads=3, causal=causal, position="alibi").double()
+    plain, alibi = (m.double() for m in plain_and_with("multihead", d_out=12, num_heads=3, causal=causal,
+                                                       position="alibi"))
     x = torch.randn(1, 6, 4, dtype=torch.float64)
     # log-weights differ from the plain ones by the bias, up to a per-row constant.
     shift = alibi(x, need_weights=True).weights.log() - plain(x, need_weights=True).weights.log()
@@ -359,10 +359,7 @@ def test_rope_matches_the_hugging_face_llama_formula():
 
 
 def test_rope_changes_scores_but_not_shapes():
-    torch.manual_seed(0)
-    plain = build_attention("multihead", d_in=4, d_out=8, num_heads=2)
-    torch.manual_seed(0)
-    rope = build_attention("multihead", d_in=4, d_out=8, num_heads=2, position="rope")
+    plain, rope = plain_and_with("multihead", d_out=8, num_heads=2, position="rope")
     x = torch.randn(2, 5, 4)
     ours, theirs = rope(x, need_weights=True), plain(x, need_weights=True)
     assert ours.weights.shape == theirs.weights.shape == (2, 2, 5, 5)

@@ -16,7 +16,7 @@ from PIL import Image
 from attention_lab.review.cli import ReviewError
 from attention_lab.review.compare import format_seconds, format_stat, show_groups, to_markdown
 from attention_lab.review.sweep import collect_sweep, load_summary, mean_std, seed_groups
-from conftest import ROOT, run_script, run_train
+from conftest import ROOT, run_script, run_train, unwritable_out
 
 COMPARE = ROOT / "scripts" / "compare.py"
 
@@ -172,22 +172,13 @@ def test_statuses_as_the_sweep_recorded_them(written_sweep):
 
 @pytest.mark.parametrize("case", ["existing_file", "under_a_file", "read_only_dir"])
 def test_unwritable_out_fails_with_one_line(written_sweep, tmp_path, case):
-    blocker = tmp_path / "report.txt"
-    blocker.write_text("not a directory\n")
-    if case == "read_only_dir":
-        if os.geteuid() == 0:
-            pytest.skip("root writes into read-only directories")
-        locked = tmp_path / "locked"
-        locked.mkdir(mode=0o555)
-        out = locked / "reports"
-    else:
-        out = blocker if case == "existing_file" else blocker / "reports"
+    out = unwritable_out(tmp_path, case, "reports")
     proc = run_script(COMPARE, str(written_sweep), "--out", str(out), timeout=60)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"error: --out={out} "), lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert not list(written_sweep.glob("compare.*")) and blocker.read_text() == "not a directory\n"
+    assert not list(written_sweep.glob("compare.*")) and (tmp_path / "blocker").read_text() == "not a directory\n"
 
 
 def test_out_dir_is_created(written_sweep, tmp_path):

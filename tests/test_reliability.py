@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env, wait_until
+from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env, signal_when, wait_until
 from test_errors import assert_one_line_error
 
 SMALL = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10", "~callbacks.attention_maps",
@@ -136,15 +136,8 @@ def test_quick_double_ctrl_c_is_recorded(tmp_path):
     run_dir = tmp_path / "run"
     slow = ["d_model=512", "heads=8", "layers=6", "batch_size=512", "threads=1"]
     proc = start_train("max_steps=100000", *SMALL, *slow, f"hydra.run.dir={run_dir}")
-    try:
-        wait_until(lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), proc, "training")
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "training",
+                            signal.SIGINT, signal.SIGINT)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
     lines = [line for line in stderr.splitlines() if line.startswith("interrupted: ")]
     assert len(lines) == 1 and f"resume={run_dir}" in lines[0], stderr[-3000:]
@@ -202,13 +195,7 @@ def test_checkpoint_write_on_a_full_disk_keeps_the_previous_one(small_filesystem
 def interrupted_run(run_dir: Path) -> int:
     """A run stopped by SIGTERM after its first checkpoints; returns the step of last.ckpt."""
     proc = start_train("max_steps=100000", *SMALL, f"hydra.run.dir={run_dir}")
-    try:
-        wait_until(lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), proc, "a checkpoint")
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint", signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM
     return int(torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"])
 

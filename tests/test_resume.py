@@ -8,12 +8,11 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-from conftest import QUIET, ROOT, TRAIN, run_train, script_env
+from conftest import QUIET, ROOT, TRAIN, run_train, script_env, signal_when
 
 # Mid-epoch on purpose: 256 samples / 64 = 4 batches per epoch; checkpoints every 10 steps; dropout on, so
 # that the random state must be restored too.
@@ -24,14 +23,6 @@ CONFIG = ["max_steps=40", "task.train_size=256", "task.val_size=64", "trainer.va
 def start_train(run_dir: Path, *overrides: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(TRAIN), *overrides, *QUIET, f"hydra.run.dir={run_dir}"], cwd=ROOT,
                             env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert proc.poll() is None, f"training ended before {path} appeared:\n{proc.communicate()[1][-3000:]}"
-        assert time.monotonic() < deadline, f"{path} did not appear"
-        time.sleep(0.02)
 
 
 def tensorboard_steps(run_dir: Path, tag: str = "train/loss") -> list[list[int]]:
@@ -54,13 +45,9 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     reference_dir, run_dir = tmp_path / "uninterrupted", tmp_path / "interrupted"
     reference = start_train(reference_dir, *CONFIG)  # runs alongside: the two never share anything
     proc = start_train(run_dir, *CONFIG)
-    try:
-        wait_for(run_dir / "checkpoints" / "last.ckpt", proc)  # first validation at step 10: training runs
-        proc.send_signal(signal.SIGTERM)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # The first validation, at step 10, writes last.ckpt: training runs.
+    stdout, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint",
+                                 signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM, stdout[-3000:] + stderr[-3000:]
     assert "Traceback" not in stderr
     message = [line for line in stderr.splitlines() if line.startswith("interrupted: ")]
@@ -93,13 +80,8 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     run_dir = tmp_path / "run"
     proc = start_train(run_dir, "max_steps=1000", *CONFIG[1:])
-    try:
-        wait_for(run_dir / "checkpoints" / "last.ckpt", proc)
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint",
+                            signal.SIGINT)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
     lines = [line for line in stderr.splitlines() if line.startswith("interrupted: ")]
     assert len(lines) == 1 and "SIGINT at step" in lines[0] and f"resume={run_dir}" in lines[0]

@@ -9,10 +9,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env
+from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env, signal_when
 from test_errors import assert_one_line_error
 
 SMALL = ["max_steps=60", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10",
@@ -37,16 +36,8 @@ def interrupted_sweep(sweep_dir: Path, *overrides: str) -> subprocess.CompletedP
     proc = subprocess.Popen([sys.executable, str(TRAIN), "-m", *overrides, *SMALL, *QUIET,
                              f"hydra.sweep.dir={sweep_dir}"], cwd=ROOT, env=script_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not (sweep_dir / "2" / "checkpoints" / "last.ckpt").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGTERM)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    stdout, stderr = signal_when(proc, lambda: (sweep_dir / "2" / "checkpoints" / "last.ckpt").exists(),
+                                 "job 2's first checkpoint", signal.SIGTERM)
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 

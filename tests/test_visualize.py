@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from attention_lab.review.cli import ReviewError, parse_key_values
 from attention_lab.review.grid import DPI, grid_figsize, grid_figure
 from attention_lab.review.maps import compute_maps, find_run, load_module, prepare_words
 from attention_lab.review.visualize import unique_stem, visualize
-from conftest import ROOT, run_script, script_env
+from conftest import ROOT, run_script, script_env, unwritable_out
 
 VISUALIZE = ROOT / "scripts" / "visualize.py"
 TEXT = "Your journey starts with one big step"  # 'big' is not in the notebooks' vocabulary
@@ -85,22 +84,13 @@ def untrained_run(tmp_path):
 @pytest.mark.parametrize("case", ["existing_file", "under_a_file", "read_only_dir"])
 def test_unwritable_out_fails_with_one_line(untrained_run, tmp_path, case):
     """--out is checked before the checkpoint is loaded: an unusable one is named, in one line."""
-    blocker = tmp_path / "maps.png"
-    blocker.write_bytes(b"an existing file")
-    if case == "read_only_dir":
-        if os.geteuid() == 0:
-            pytest.skip("root writes into read-only directories")
-        locked = tmp_path / "locked"
-        locked.mkdir(mode=0o555)
-        out = locked / "maps"
-    else:
-        out = blocker if case == "existing_file" else blocker / "maps"
+    out = unwritable_out(tmp_path, case, "maps")
     proc = run_script(VISUALIZE, f"run={untrained_run}", "text=hello", "--out", str(out), timeout=60)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"error: --out={out} "), lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert blocker.read_bytes() == b"an existing file"
+    assert (tmp_path / "blocker").read_text() == "not a directory\n"
 
 
 class WritesMarker:
