@@ -51,17 +51,21 @@ def sweep_variants(overrides: Sequence[str]) -> list[list[str]]:
     return [[o for o in variant if o is not None] for variant in variants]
 
 
+def params_arguments(params: Any) -> list[str]:
+    """A sweeper's ``params`` (``{heads: 1,2}``) as the overrides they stand for (``heads=1,2``)."""
+    return [f"{key}={value}" for key, value in (params or {}).items()]
+
+
 def sweep_arguments(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
     """What the sweeper expands: a preset's ``hydra.sweeper.params``, then the command line's overrides."""
-    params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
-    return [f"{key}={value}" for key, value in params.items()] + list(overrides)
+    return params_arguments(OmegaConf.select(cfg, "hydra.sweeper.params")) + list(overrides)
 
 
 def swept_keys(sweep_dir: Path | None, sweeper_params: Any) -> list[str]:
     """The settings a running sweep varies: its sweeper's params (a preset's, or Optuna's search space) and the
     sweep overrides of its command line, which Hydra's basic sweeper saved in ``<sweep dir>/multirun.yaml``
     (read as data; [] when there is none)."""
-    arguments = [f"{key}={value}" for key, value in (sweeper_params or {}).items()]
+    arguments = params_arguments(sweeper_params)
     saved = sweep_dir / MULTIRUN_RECORD if sweep_dir is not None else None
     if saved is not None and saved.is_file():
         recorded = OmegaConf.select(OmegaConf.load(saved), "hydra.overrides.task")
