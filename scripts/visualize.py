@@ -5,8 +5,8 @@
     python scripts/visualize.py run=... text="..." --tensorboard     # also add the maps to the run's TensorBoard
     python scripts/visualize.py run=... text="..." --out somewhere/  # instead of <run>/visualize/
 
-Loads the run's best checkpoint (last.ckpt if no validation ran) and its composed config, runs the
-text and writes, under a new name (<slug of text>-<timestamp>, never overwriting):
+Loads the run's last checkpoint (the model its metrics.json describes; run=<run>/checkpoints/best.ckpt
+for the best validation) and its composed config, runs the text and writes, under a new name (<slug of text>-<timestamp>, never overwriting):
   <name>.png   heatmap grid, rows = layers, columns = heads, words on both axes
   <name>.html  interactive head view (choose layer/head, hover for weights); opens offline
 Words outside the run's vocabulary become <unk>, with a warning. torch is imported after parsing,
@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     maps = result["maps"]
+    print(f"checkpoint: {result['checkpoint']} (step {result['step']})")
     print(f"input:      {' '.join(maps.words)}")
     print(f"prediction: {' '.join(maps.predictions)}")
     print(f"grid:       {result['png']}  ({maps.layers} layers x {maps.heads} heads)")

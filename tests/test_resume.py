@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from conftest import QUIET, ROOT, TRAIN, run_train, script_env, signal_when
+from conftest import CONFIG_DIR, QUIET, ROOT, TRAIN, run_train, script_env, signal_when
 
 # Mid-epoch on purpose: 256 samples / 64 = 4 batches per epoch; checkpoints every 10 steps; dropout on, so
 # that the random state must be restored too.
@@ -92,20 +92,22 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
 
 def test_finished_run_is_not_resumed_by_accident(tmp_path):
     from attention_lab.errors import ConfigError
+    from attention_lab.run.preflight import hydra_compose_api
     from attention_lab.run.resume import plan_resume
 
     run_dir = tmp_path / "run"
     (run_dir / ".hydra").mkdir(parents=True)
     (run_dir / ".hydra" / "overrides.yaml").write_text("- heads=2\n- lr=0.01\n")
     (run_dir / "metrics.json").write_text("{}")
-    try:
-        plan_resume(str(run_dir), [f"resume={run_dir}"])
-    except ConfigError as err:
-        assert "already finished" in str(err) and "max_steps" in str(err)
-    else:
-        raise AssertionError("a finished run was resumed")
-    # Training it further is explicit: the saved overrides, then the new ones, then the run dir.
-    plan = plan_resume(str(run_dir), [f"resume={run_dir}", "max_steps=3000"])
+    with hydra_compose_api(CONFIG_DIR):  # a record's overrides are checked against the project's config groups
+        try:
+            plan_resume(str(run_dir), [f"resume={run_dir}"])
+        except ConfigError as err:
+            assert "already finished" in str(err) and "max_steps" in str(err)
+        else:
+            raise AssertionError("a finished run was resumed")
+        # Training it further is explicit: the saved overrides, then the new ones, then the run dir.
+        plan = plan_resume(str(run_dir), [f"resume={run_dir}", "max_steps=3000"])
     assert plan.compose_overrides == ["heads=2", "lr=0.01", "max_steps=3000", f"resume={run_dir.resolve()}"]
 
 

@@ -202,14 +202,22 @@ def test_unknown_and_too_many_words(caplog):
         prepare_words(" ,.! ", vocab, context_length=5)
 
 
-def test_last_checkpoint_when_no_best(tiny_trained_run, tmp_path, caplog):
+def test_the_model_metrics_json_describes_is_shown_by_default(tiny_trained_run):
+    """last.ckpt, the end of training, is what metrics.json measured; best.ckpt is chosen by naming it."""
+    files = find_run(tiny_trained_run)
+    module, step = load_module(files)
+    assert files.checkpoint.name == "last.ckpt"
+    assert step == json.loads((tiny_trained_run / "metrics.json").read_text())["global_step"]
+    assert find_run(tiny_trained_run / "checkpoints" / "best.ckpt").checkpoint.name == "best.ckpt"
+
+
+def test_best_checkpoint_when_no_last(tiny_trained_run, tmp_path):
     run = tmp_path / "run"
-    shutil.copytree(tiny_trained_run, run, ignore=shutil.ignore_patterns("best.ckpt", "tensorboard"))
-    with caplog.at_level(logging.WARNING, logger="attention_lab"):
-        files = find_run(run)
-    assert files.checkpoint.name == "last.ckpt" and "no best.ckpt" in caplog.text
+    shutil.copytree(tiny_trained_run, run, ignore=shutil.ignore_patterns("last.ckpt", "tensorboard"))
+    files = find_run(run)
+    assert files.checkpoint.name == "best.ckpt"  # visualize.py prints which checkpoint and step it shows
     assert files.config.task.name == "reverse"
-    assert find_run(run / "checkpoints" / "last.ckpt").run_dir == run  # a .ckpt path works too
+    assert find_run(run / "checkpoints" / "best.ckpt").run_dir == run  # a .ckpt path works too
 
 
 def test_cross_model_rows_are_output_positions():

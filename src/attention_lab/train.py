@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab.callbacks.epochs_from_steps import EpochsFromSteps
 from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
+from attention_lab.callbacks.latest_checkpoint import LatestCheckpoint
 from attention_lab.callbacks.rng_state import RngState
 from attention_lab.callbacks.steps_to_solve import StepsToSolve
 from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
@@ -109,7 +110,7 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
     graceful, solved = GracefulStop(stop), StepsToSolve()
     callbacks = [*instantiate_all(cfg.get("callbacks")), graceful, StopOnNonFiniteLoss(), RngState(), solved,
-                 EpochsFromSteps()]
+                 EpochsFromSteps(), LatestCheckpoint()]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))

@@ -20,7 +20,8 @@ from attention_lab.run.files import MULTIRUN_RECORD
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_NAMES = ("best.ckpt", "last.ckpt")
+# last.ckpt is the model that metrics.json describes (the end of training); best.ckpt the best validation.
+CHECKPOINT_NAMES = ("last.ckpt", "best.ckpt")
 
 
 @dataclass
@@ -35,8 +36,8 @@ class RunFiles:
 # ---------------------------------------------------------------------------------------------- run files
 
 def find_run(path: str | Path) -> RunFiles:
-    """The run dir's best checkpoint (last.ckpt when no validation ran before training stopped) and
-    config. ``path`` may also be a ``.ckpt`` file. Raises ReviewError with one line otherwise."""
+    """The run dir's last checkpoint (the model its metrics.json describes) and config. ``path`` may also be a
+    ``.ckpt`` file, e.g. ``<run>/checkpoints/best.ckpt``. Raises ReviewError with one line otherwise."""
     path = Path(path).expanduser()
     if not path.exists():
         raise ReviewError(f"run={path} does not exist: pass a run directory such as outputs/runs/<date>/<time>")
@@ -56,9 +57,6 @@ def find_run(path: str | Path) -> RunFiles:
             raise ReviewError(f"run={path} is a sweep directory: pass one of its job directories{example}")
         raise ReviewError(f"run={path} has no checkpoint (looked for checkpoints/best.ckpt and last.ckpt): "
                           "pass a run directory whose training has saved one")
-    if found[0].name != "best.ckpt":
-        log.warning("%s has no best.ckpt (no validation ran before training stopped): using %s",
-                    path, found[0].name)
     return RunFiles(path, found[0], load_run_config(path))
 
 

@@ -66,7 +66,7 @@ def visualize(run: str | Path, text: str | None = None, *, out: str | Path | Non
     maps = compute_maps(module, text, description=describe_run(files, module))
     stem = unique_stem(out_dir, text)
     try:
-        result: dict[str, Any] = {"maps": maps, "step": step, "png": save_grid_png(maps, out_dir / f"{stem}.png"),
+        result: dict[str, Any] = {"maps": maps, "step": step, "checkpoint": files.checkpoint, "png": save_grid_png(maps, out_dir / f"{stem}.png"),
                                   "html": write_html(maps, out_dir / f"{stem}.html")}
     except OSError as err:  # e.g. the disk filled up after the check
         raise ReviewError(f"cannot write the maps in {out_dir} ({err.strerror or type(err).__name__}): "

@@ -6,12 +6,14 @@ Bad input ends in one ``error: ...`` line and exit status 1 before anything is c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from attention_lab.errors import ConfigError
 from attention_lab.run.describe import describe
 
 # Flags that print something and train nothing: Hydra answers them itself, without our checks.
@@ -36,12 +38,30 @@ def check(argv: Sequence[str], config_dir: Path) -> list[str]:
         sys.exit(f"error: {describe(err, [a for a in argv if is_override(a)])}")
 
 
+def record_kept(argv: Sequence[str]) -> contextlib.AbstractContextManager[None]:
+    """``resume=<sweep dir>``: its multirun.yaml survives Hydra's rewrite of it (see sweep_resume.record_kept)."""
+    from attention_lab.run.sweep_resume import is_sweep_dir, record_kept, resume_value
+
+    value = resume_value(argv)
+    if not is_sweep_dir(value):
+        return contextlib.nullcontext()
+    return record_kept(Path(str(value)).expanduser().resolve(), f"resume={value}")
+
+
 def main(hydra_main: Callable[[], Any], config_dir: Path, argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if not any(arg.split("=")[0] in INFO_FLAGS for arg in argv):
-            sys.argv[1:] = check(argv, config_dir)  # what @hydra.main parses
-        hydra_main()
+        if any(arg.split("=")[0] in INFO_FLAGS for arg in argv):
+            hydra_main()
+            return
+        sys.argv[1:] = check(argv, config_dir)  # what @hydra.main parses
+        try:
+            with record_kept(argv):
+                hydra_main()
+        except ConfigError as err:  # Hydra reports the task's own errors itself: this is the record's copy
+            if os.environ.get("HYDRA_FULL_ERROR") == "1":
+                raise
+            sys.exit(f"error: {describe(err)}")
     except KeyboardInterrupt:
         sys.stderr.write("interrupted (Ctrl-C)\n")
         sys.exit(130)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,27 @@ SAVED_OVERRIDES = Path(".hydra") / "overrides.yaml"
 SAVED_CONFIG = Path(".hydra") / "config.yaml"
 
 
-def write_json(path: Path, data: Any) -> None:
+def replace_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` beside ``path``, then rename it over ``path``: readers see the old file or the new one, and
+    a failed write (a full disk) leaves the old one and no temp file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    replace_atomically(path, lambda tmp: tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n"))
+
+
+def save_yaml(config: Any, path: Path) -> None:
+    """An OmegaConf config as YAML, replaced atomically."""
+    from omegaconf import OmegaConf
+
+    replace_atomically(path, lambda tmp: OmegaConf.save(config, tmp))
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -8,44 +8,20 @@ task are rejected. Nothing in the run dir changes until the resumed run has star
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attention_lab.errors import ConfigError
-from attention_lab.run.files import METRICS, SAVED_CONFIG, SAVED_OVERRIDES
+from attention_lab.run import replay
+from attention_lab.run.contained import check_contained
+from attention_lab.run.files import METRICS, SAVED_CONFIG, SAVED_OVERRIDES, save_yaml
 from attention_lab.run.overrides import override_key
 
 KEPT_ON_RESUME = ("model", "task")  # what a resumed run may not change
 FURTHER_TRAINING = ("max_steps", "max_epochs", "trainer.max_steps", "trainer.max_epochs")
-
-
-def targets(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
-    """Every (``_target_`` value, where) in a config or a plain container, interpolations unresolved."""
-    if isinstance(node, (DictConfig, ListConfig)):
-        node = OmegaConf.to_container(node, resolve=False)
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "_target_":
-                yield str(value), path
-            else:
-                yield from targets(value, f"{path}{key}.")
-    elif isinstance(node, list):
-        for index, item in enumerate(node):
-            yield from targets(item, f"{path}{index}.")
-
-
-def allowed_targets(config_dir: Path) -> set[str]:
-    """The ``_target_`` values of the project's own config files (read as data)."""
-    found = set()
-    for path in config_dir.rglob("*.yaml"):
-        found.update(target for target, _ in targets(OmegaConf.load(path)))
-    return found
 
 
 @dataclass
@@ -76,11 +52,7 @@ def read_saved_overrides(run_dir: Path, setting: str) -> list[str]:
         raise ConfigError(f"{setting} is invalid: {path} is not readable YAML ({type(err).__name__})") from None
     if not isinstance(saved, list) or not all(isinstance(o, str) for o in saved):
         raise ConfigError(f"{setting} is invalid: {path} is not a list of overrides")
-    try:
-        parsed = OverridesParser.create().parse_overrides(saved)
-    except Exception:  # noqa: BLE001 - OverrideParseException and friends
-        raise ConfigError(f"{setting} is invalid: {path} holds an override that does not parse") from None
-    for override in parsed:
+    for override in replay.check_overrides(saved, setting, path):
         key = override.key_or_group
         if key.split(".")[0].split("/")[0] in ("hydra", "resume") or override.is_sweep_override():
             raise ConfigError(f"{setting} is invalid: {path} sets '{override.input_line}', which no run records; "
@@ -92,6 +64,7 @@ def plan_resume(value: str, command_overrides: Sequence[str]) -> ResumePlan:
     setting = f"resume={value}"
     run_dir = Path(value).expanduser().resolve()
     saved = read_saved_overrides(run_dir, setting)
+    check_contained(run_dir, setting)
     extra = [o for o in command_overrides if override_key(o) != "resume" and not override_key(o).startswith("hydra")]
     if (run_dir / METRICS).exists() and not {override_key(o) for o in extra} & set(FURTHER_TRAINING):
         raise ConfigError(f"{setting} is invalid: that run already finished (see its {METRICS}); "
@@ -99,13 +72,11 @@ def plan_resume(value: str, command_overrides: Sequence[str]) -> ResumePlan:
     return ResumePlan(run_dir, setting, saved, extra)
 
 
-def check_resumed_config(plan: ResumePlan, resumed: DictConfig, original: DictConfig, config_dir: Path) -> None:
-    """The composed config of a resumed run instantiates only the project's classes and keeps its model."""
-    allowed = allowed_targets(config_dir)
-    for target, where in targets(resumed):
-        if where.split(".")[0] != "hydra" and target not in allowed:
-            raise ConfigError(f"{plan.setting} is invalid: its overrides set {where}_target_={target}, which is not "
-                              "one of the project's configs; a run dir is data and may not name code to run")
+def check_resumed_config(plan: ResumePlan, resumed: DictConfig, original: DictConfig, baseline: DictConfig,
+                         config_dir: Path) -> None:
+    """The composed config of a resumed run is one the project's configs allow (:func:`replay.check_config`) and
+    keeps its model and task."""
+    replay.check_config(resumed, baseline, replay.allowed_targets(config_dir), plan.setting)
     for key in KEPT_ON_RESUME:
         before = OmegaConf.to_container(original[key], resolve=True)
         after = OmegaConf.to_container(resumed[key], resolve=True)
@@ -121,18 +92,15 @@ def compose_resumed(plan: ResumePlan, config_name: str, config_dir: Path) -> Dic
     """The resumed run's config, composed with Hydra's Compose API (initialised by the caller) and checked."""
     from hydra import compose
 
-    resumed = compose(config_name, overrides=plan.compose_overrides)
-    check_resumed_config(plan, resumed, compose(config_name, overrides=plan.saved), config_dir)
+    resumed = compose(config_name, overrides=plan.compose_overrides, return_hydra_config=True)
+    baseline = compose(config_name, overrides=replay.group_choices(plan.overrides), return_hydra_config=True)
+    check_resumed_config(plan, resumed, compose(config_name, overrides=plan.saved), baseline, config_dir)
+    with open_dict(resumed):
+        del resumed["hydra"]  # what the run sees: Hydra's own config is Hydra's
     return resumed
-
-
-def save_atomically(config: Any, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    OmegaConf.save(config, tmp)
-    os.replace(tmp, path)
 
 
 def record(plan: ResumePlan, resumed: DictConfig) -> None:
     """Once the resumed run has started: its overrides and config now include this command's."""
-    save_atomically(OmegaConf.create(plan.overrides), plan.run_dir / SAVED_OVERRIDES)
-    save_atomically(resumed, plan.run_dir / SAVED_CONFIG)
+    save_yaml(OmegaConf.create(plan.overrides), plan.run_dir / SAVED_OVERRIDES)
+    save_yaml(resumed, plan.run_dir / SAVED_CONFIG)

@@ -27,6 +27,7 @@ from attention_lab.run.files import (
     RUN_INFO,
     SUMMARY,
     read_json,
+    save_yaml,
     secondary_process,
     write_json,
 )
@@ -167,4 +168,4 @@ class RunDirGuard(Callback):
             sys.exit(f"error: {err}")
         # Hydra's record of the sweep's command line, which resume=<sweep dir> reads. BasicSweeper writes the same
         # file itself; other sweepers (Optuna) do not.
-        OmegaConf.save(config, sweep_dir / MULTIRUN_RECORD)
+        save_yaml(config, sweep_dir / MULTIRUN_RECORD)

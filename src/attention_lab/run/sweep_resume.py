@@ -16,16 +16,19 @@ unchanged). A resume may add only settings that say how long to train and where 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from attention_lab.errors import ConfigError
+from attention_lab.run import replay
+from attention_lab.run.contained import check_contained
 from attention_lab.run.files import (
     CHECKPOINTS,
     METRICS,
@@ -36,12 +39,14 @@ from attention_lab.run.files import (
     read_json,
 )
 from attention_lab.run.overrides import override_key
-from attention_lab.run.resume import FURTHER_TRAINING, read_saved_overrides, targets
+from attention_lab.run.resume import FURTHER_TRAINING, read_saved_overrides
 
 # Settings of the sweep's own hydra overrides that a resume restores: where its jobs run, how many trials.
 RESTORED_HYDRA = ("hydra/launcher", "hydra.launcher.n_jobs", "hydra.sweeper.n_trials")
 ADDED_ON_RESUME = (*FURTHER_TRAINING, *RESTORED_HYDRA)  # what a resume of a sweep may add
 REPLACED = ("resume", "hydra.sweep.dir", "hydra.mode")  # set by the resume itself (hydra.mode: by -m)
+# Free space a resume needs besides a copy of multirun.yaml: Hydra's rewrite of it, the summaries, the records.
+RECORD_HEADROOM = 1 << 20
 
 
 def is_sweep_dir(value: Any) -> bool:
@@ -61,13 +66,9 @@ def read_record(sweep_dir: Path, setting: str) -> tuple[list[str], list[str]]:
         task, hydra = record["hydra"]["overrides"]["task"], record["hydra"]["overrides"]["hydra"]
     except Exception:  # noqa: BLE001 - unreadable, or not Hydra's record: the sweep dir is damaged
         raise ConfigError(f"{setting} is invalid: {path} is not Hydra's record of a sweep") from None
-    if not all(isinstance(o, str) for o in [*task, *hydra]):
+    if not isinstance(task, list) or not isinstance(hydra, list) or not all(isinstance(o, str) for o in [*task, *hydra]):
         raise ConfigError(f"{setting} is invalid: {path} holds overrides that are not text")
-    try:
-        parsed = OverridesParser.create().parse_overrides([*task, *hydra])
-    except Exception:  # noqa: BLE001 - OverrideParseException and friends
-        raise ConfigError(f"{setting} is invalid: {path} holds an override that does not parse") from None
-    keys = {o.input_line: o.key_or_group for o in parsed}
+    keys = {o.input_line: o.key_or_group for o in replay.check_overrides([*task, *hydra], setting, path)}
     for line in task:
         if keys[line].split(".")[0].split("/")[0] == "hydra":
             raise ConfigError(f"{setting} is invalid: {path} sets '{line}' among the jobs' overrides, which no "
@@ -123,27 +124,68 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
 
     from attention_lab.run.overrides import is_override
     from attention_lab.run.preflight import hydra_compose_api
-    from attention_lab.run.resume import allowed_targets
     from attention_lab.run.sweep_jobs import sweep_variants
 
     setting, sweep_dir = f"resume={value}", Path(str(value)).expanduser().resolve()
-    task, hydra = read_record(sweep_dir, setting)
-    added = added_overrides(argv, [*task, *hydra], setting)
-    given = {override_key(o) for o in added}
-    overrides = [o for o in [*task, *hydra] if override_key(o) not in given] + added
-    overrides += [f"resume={sweep_dir}", f"hydra.sweep.dir={sweep_dir}"]
-    allowed = allowed_targets(config_dir)
+    check_contained(sweep_dir, setting)
+    check_room(sweep_dir, setting)
+    allowed = replay.allowed_targets(config_dir)
     with hydra_compose_api(config_dir):
-        for variant in sweep_variants([o for o in overrides if not override_key(o).startswith("hydra")]):
-            for target, where in targets(compose(config_name, overrides=variant)):
-                if target not in allowed:
-                    raise ConfigError(f"{setting} is invalid: its overrides set {where}_target_={target}, which is "
-                                      "not one of the project's configs; a sweep dir is data and may not name code")
+        task, hydra = read_record(sweep_dir, setting)
+        added = added_overrides(argv, [*task, *hydra], setting)
+        given = {override_key(o) for o in added}
+        overrides = [o for o in [*task, *hydra] if override_key(o) not in given] + added
+        overrides += [f"resume={sweep_dir}", f"hydra.sweep.dir={sweep_dir}"]
+        for variant in sweep_variants(overrides):
+            replay.check_config(compose(config_name, overrides=variant, return_hydra_config=True),
+                                compose(config_name, overrides=replay.group_choices(variant), return_hydra_config=True),
+                                allowed, setting)
         first = compose(config_name, overrides=sweep_variants(overrides)[0], return_hydra_config=True)
         if first.hydra.runtime.choices.get("hydra/sweeper") == "optuna":
             overrides += optuna_overrides(sweep_dir, first.hydra.sweeper)
     flags = [arg for arg in argv if not is_override(arg) and arg not in ("-m", "--multirun")]
     return [*flags, "-m", *overrides]
+
+
+def check_room(sweep_dir: Path, setting: str) -> None:
+    """A resume rewrites the sweep's records first: on a disk without room for them it does not start."""
+    needed = 2 * (sweep_dir / MULTIRUN_RECORD).stat().st_size + RECORD_HEADROOM
+    free = shutil.disk_usage(sweep_dir).free
+    if free < needed:
+        raise ConfigError(f"{setting} is invalid: the disk holding it has {free // 1024} KiB free, and resuming the "
+                          f"sweep rewrites its records first (at least {needed // 1024} KiB); free some space, then "
+                          "resume it again")
+
+
+def readable_record(path: Path) -> bool:
+    try:
+        return OmegaConf.is_list(OmegaConf.select(OmegaConf.load(path), "hydra.overrides.task"))
+    except Exception:  # noqa: BLE001 - any unreadable file
+        return False
+
+
+@contextlib.contextmanager
+def record_kept(sweep_dir: Path, setting: str) -> Iterator[None]:
+    """Hydra's sweeper rewrites ``multirun.yaml`` in place when the sweep is launched again, so a full disk would
+    leave it cut. A copy is made first (ConfigError if even that does not fit, with nothing left behind), and put
+    back if the rewrite did not complete."""
+    record = sweep_dir / MULTIRUN_RECORD
+    backup = sweep_dir / f".{MULTIRUN_RECORD}.before-resume"
+    tmp = sweep_dir / f".{MULTIRUN_RECORD}.{os.getpid()}.tmp"
+    try:
+        shutil.copy2(record, tmp)
+        os.replace(tmp, backup)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"{setting} is invalid: a copy of its {MULTIRUN_RECORD} cannot be written "
+                          f"({err.strerror or type(err).__name__}); nothing was changed") from None
+    try:
+        yield
+    finally:
+        if readable_record(record):
+            backup.unlink(missing_ok=True)
+        else:
+            os.replace(backup, record)
 
 
 @dataclass
@@ -166,6 +208,7 @@ def job_plan(job_dir: Path, planned: Sequence[str], metric_name: str) -> JobPlan
     """Raises RunDirTaken when the job's dir holds another job's run."""
     from attention_lab.run.run_dir import RunDirTaken
 
+    check_contained(job_dir.parent, f"resume={job_dir.parent}", only=job_dir.name)  # it may have changed since
     info = read_json(job_dir / RUN_INFO)
     if (job_dir / SAVED_OVERRIDES).is_file():
         saved = read_saved_overrides(job_dir, f"resume={job_dir.parent}")

@@ -28,6 +28,7 @@ from attention_lab.run.files import (
     SUMMARY,
     TRACEBACK,
     read_json,
+    save_yaml,
     secondary_process,
 )
 from attention_lab.run.overrides import override_key, run_name
@@ -139,9 +140,9 @@ class RunTask:
         sweep_resume.set_aside(self.run_dir)
         hydra_dir = self.run_dir / SAVED_CONFIG.parent
         hydra_dir.mkdir(exist_ok=True)
-        resuming.save_atomically(cfg, self.run_dir / SAVED_CONFIG)
-        resuming.save_atomically(HydraConfig.instance().cfg, hydra_dir / "hydra.yaml")
-        resuming.save_atomically(OmegaConf.create(self.overrides), self.run_dir / SAVED_OVERRIDES)
+        save_yaml(cfg, self.run_dir / SAVED_CONFIG)
+        save_yaml(HydraConfig.instance().cfg, hydra_dir / "hydra.yaml")
+        save_yaml(OmegaConf.create(self.overrides), self.run_dir / SAVED_OVERRIDES)
 
     def end(self, status: str, error: str | None = None) -> None:
         if self.info.data:

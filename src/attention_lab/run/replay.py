@@ -1,0 +1,145 @@
+"""What a run or sweep record may replay: its overrides are data, so they choose only what the project ships.
+
+``resume=<run dir>`` replays ``.hydra/overrides.yaml`` and ``resume=<sweep dir>`` replays ``multirun.yaml``.
+Hydra treats a config-group choice as a path (``experiment=../../../tmp/x/evil`` loads any yaml, whose
+``hydra.callbacks`` Hydra then instantiates), so instead of a list of bad spellings, every choice of a group must
+be one of that group's options as Hydra's config loader lists them: the project's config files and the
+installed plugins' registered configs. The config a record composes may instantiate only the classes that the
+project's configs name, keeps the project's Hydra callbacks, and writes only where the project's configs write
+(its run dir).
+
+Every function here runs with Hydra initialised (the Compose API or ``@hydra.main``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Glob, Override
+from omegaconf import DictConfig, OmegaConf
+
+from attention_lab.errors import ConfigError
+
+# Keys that say where an instantiated class writes (checkpoints, loggers, the trainer): a record may not move them.
+WRITE_LOCATIONS = ("paths", "dirpath", "save_dir", "default_root_dir", "output_dir", "log_dir")
+
+
+def config_groups() -> set[str]:
+    """Every config group Hydra knows here (``model``, ``hydra/launcher``, ...)."""
+    loader = GlobalHydra.instance().config_loader()
+
+    def walk(parent: str) -> Iterator[str]:
+        for name in loader.list_groups(parent):
+            group = f"{parent}/{name}" if parent else name
+            yield group
+            yield from walk(group)
+
+    return set(walk(""))
+
+
+def chosen_options(override: Override) -> list[str]:
+    """The options an override of a group chooses (a sweep's choices, a list's items); [] for a deletion or null."""
+    value = override.value()
+    if override.is_delete() or value is None or isinstance(value, Glob):  # a glob matches only existing options
+        return []
+    values = list(override.sweep_iterator()) if override.is_sweep_override() else [value]
+    flat = [item for v in values for item in (v if isinstance(v, list) else [v])]
+    return [str(item) for item in flat if item is not None]
+
+
+def check_overrides(overrides: Sequence[str], setting: str, path: Path) -> list[Override]:
+    """Raises ConfigError unless every override parses, is placed where its group puts it, and chooses only
+    options of its group. Returns the parsed overrides."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception:  # noqa: BLE001 - OverrideParseException and friends
+        raise ConfigError(f"{setting} is invalid: {path} holds an override that does not parse") from None
+    loader, groups = GlobalHydra.instance().config_loader(), config_groups()
+    for override in parsed:
+        group = override.key_or_group
+        if override.package is not None:
+            raise ConfigError(f"{setting} is invalid: {path} places a config with '{override.input_line}', which no "
+                              "run records; a record is data and is not replayed")
+        if group not in groups:
+            if "/" in group:  # a group Hydra would look up as a path
+                raise ConfigError(f"{setting} is invalid: {path} chooses '{override.input_line}', and {group} is not "
+                                  "one of the project's config groups; a record is data and may not name files")
+            continue
+        options = loader.get_group_options(group)
+        for option in chosen_options(override):
+            if option not in options:
+                raise ConfigError(f"{setting} is invalid: {path} chooses {group}={option}, which is not one of its "
+                                  f"options ({', '.join(options)}); a record is data and may not name other files")
+    return parsed
+
+
+def targets(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every (``_target_`` value, where) in a config or a plain container, interpolations unresolved."""
+    if isinstance(node, DictConfig):
+        node = OmegaConf.to_container(node, resolve=False)
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "_target_":
+                yield str(value), path
+            else:
+                yield from targets(value, f"{path}{key}.")
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from targets(item, f"{path}{index}.")
+
+
+def allowed_targets(config_dir: Path) -> set[str]:
+    """The ``_target_`` values of the project's own config files (read as data)."""
+    found = set()
+    for path in config_dir.rglob("*.yaml"):
+        found.update(target for target, _ in targets(OmegaConf.load(path)))
+    return found
+
+
+def write_locations(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every (where, unresolved value) of a key in WRITE_LOCATIONS, outside ``hydra``."""
+    if isinstance(node, DictConfig):
+        node = OmegaConf.to_container(node, resolve=False)
+    if isinstance(node, dict):
+        for key, value in node.items():
+            where = f"{path}{key}"
+            if where == "hydra":
+                continue
+            if key in WRITE_LOCATIONS:
+                yield where, value
+            else:
+                yield from write_locations(value, where + ".")
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from write_locations(item, f"{path}{index}.")
+
+
+def group_choices(overrides: Sequence[str]) -> list[str]:
+    """The overrides that choose a config group's options (checked by :func:`check_overrides`), without the
+    settings: what the project's configs write, for these choices."""
+    groups = config_groups()
+    return [o.input_line for o in OverridesParser.create().parse_overrides(list(overrides)) if o.key_or_group in groups]
+
+
+def check_config(replayed: DictConfig, baseline: DictConfig, allowed: set[str], setting: str) -> None:
+    """The config a record composes instantiates only the project's classes, keeps the project's Hydra callbacks
+    (when composed with its Hydra config) and writes where the project's configs write. ``baseline``: the same
+    config composed from the record's :func:`group_choices` alone."""
+    for target, where in targets(replayed):
+        if not where.startswith("hydra.") and target not in allowed:
+            raise ConfigError(f"{setting} is invalid: its overrides set {where}_target_={target}, which is not one of "
+                              "the project's configs; a record is data and may not name code to run")
+    if "hydra" in replayed and "hydra" in baseline:
+        callbacks = OmegaConf.to_container(replayed.hydra.callbacks, resolve=False)
+        if callbacks != OmegaConf.to_container(baseline.hydra.callbacks, resolve=False):
+            raise ConfigError(f"{setting} is invalid: its overrides change hydra.callbacks; a record is data and may "
+                              "not name code to run")
+    expected = dict(write_locations(baseline))
+    for where, value in write_locations(replayed):
+        if where not in expected or expected[where] != value:
+            raise ConfigError(f"{setting} is invalid: its overrides set {where}={value}; a run writes only into its "
+                              "own dir, and a record may not move that")
