@@ -97,6 +97,18 @@ def _clear_hydra():
     GlobalHydra.instance().clear()
 
 
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A 512 KiB tmpfs: the run dir's filesystem is full while the system temp dir has room."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount_point)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    yield mount_point
+    subprocess.run(["umount", str(mount_point)], check=True)
+
+
 @pytest.fixture(scope="session")
 def tiny_trained_run(tmp_path_factory) -> Path:
     """One small trained run dir (default multihead model: 2 layers x 4 heads, task reverse; a few

@@ -167,18 +167,6 @@ def test_sigterm_during_the_final_validation_is_recorded(tmp_path):
 
 # --- no half-written checkpoints -------------------------------------------------------------------------------
 
-@pytest.fixture
-def small_filesystem(tmp_path):
-    """A 512 KiB tmpfs: the run dir's filesystem is full while the system temp dir has room."""
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount_point)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    yield mount_point
-    subprocess.run(["umount", str(mount_point)], check=True)
-
-
 def test_checkpoint_write_on_a_full_disk_keeps_the_previous_one(small_filesystem):
     from attention_lab.checkpoints import AtomicCheckpointIO, load_checkpoint
 

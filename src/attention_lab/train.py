@@ -13,6 +13,7 @@ import lightning as L
 import torch
 from lightning.fabric.utilities.warnings import PossibleUserWarning
 from lightning.pytorch.callbacks import ProgressBar
+from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.callbacks.epochs_from_steps import EpochsFromSteps
@@ -149,7 +150,11 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
         if solved.step is not None:  # never solved: no placeholder value
             hp_metrics["hp/steps_to_solve"] = solved.step
         for logger in trainer.loggers:
-            logger.log_hyperparams(shown_hparams(cfg), metrics=hp_metrics)
+            if isinstance(logger, TensorBoardLogger):  # HParams: the knobs beside their final metrics
+                logger.log_hyperparams(shown_hparams(cfg), metrics=hp_metrics)
+            else:
+                logger.log_hyperparams(shown_hparams(cfg))
+                logger.log_metrics(hp_metrics, step=trainer.global_step)
             logger.finalize("success")
         log.info("final metrics of %s:\n%s", output_dir, metrics_table(metrics))
     return metrics

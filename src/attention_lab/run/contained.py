@@ -27,9 +27,9 @@ def escaping_link(folder: Path, only: str | None = None) -> tuple[Path, str] | N
                 continue
             target = path.resolve()
             if path.is_dir():
-                return path, f"a symlink to the folder {target}"
+                return path.relative_to(root), f"a symlink to the folder {target}"
             if not target.is_relative_to(root):
-                return path, f"a symlink to {target}, outside {root}"
+                return path.relative_to(root), f"a symlink to {target}, outside it"
     return None
 
 
@@ -39,5 +39,5 @@ def check_contained(folder: Path, setting: str, only: str | None = None) -> None
     found = escaping_link(folder, only)
     if found is not None:
         path, what = found
-        raise ConfigError(f"{setting} is invalid: {path} is {what}; a resume writes only into the dir it was given "
-                          "and does not follow it (replace the link with the folder itself, or remove it)")
+        raise ConfigError(f"{setting} is invalid: its {path} is {what}; a resume writes only into the dir it was "
+                          "given and does not follow it (replace the link with the folder itself, or remove it)")

@@ -57,23 +57,24 @@ def check_overrides(overrides: Sequence[str], setting: str, path: Path) -> list[
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except Exception:  # noqa: BLE001 - OverrideParseException and friends
-        raise ConfigError(f"{setting} is invalid: {path} holds an override that does not parse") from None
+        raise ConfigError(f"{setting} is invalid: {path.name} holds an override that does not parse; a record is data "
+                          "and is not replayed") from None
     loader, groups = GlobalHydra.instance().config_loader(), config_groups()
     for override in parsed:
         group = override.key_or_group
         if override.package is not None:
-            raise ConfigError(f"{setting} is invalid: {path} places a config with '{override.input_line}', which no "
-                              "run records; a record is data and is not replayed")
+            raise ConfigError(f"{setting} is invalid: {path.name} places a config with '{override.input_line}', which "
+                              "no run records; a record is data and is not replayed")
         if group not in groups:
             if "/" in group:  # a group Hydra would look up as a path
-                raise ConfigError(f"{setting} is invalid: {path} chooses '{override.input_line}', and {group} is not "
-                                  "one of the project's config groups; a record is data and may not name files")
+                raise ConfigError(f"{setting} is invalid: {path.name} chooses '{override.input_line}': a record is data "
+                                  f"and may not name files ({group} is not one of the project's config groups)")
             continue
         options = loader.get_group_options(group)
         for option in chosen_options(override):
             if option not in options:
-                raise ConfigError(f"{setting} is invalid: {path} chooses {group}={option}, which is not one of its "
-                                  f"options ({', '.join(options)}); a record is data and may not name other files")
+                raise ConfigError(f"{setting} is invalid: {path.name} chooses {group}={option}: a record is data and "
+                                  f"chooses only among the options of {group} ({', '.join(options)})")
     return parsed
 
 

@@ -1,0 +1,185 @@
+"""A run or sweep dir handed to a resume is data: nothing in its records chooses code to run or makes the lab write
+outside it, and a full disk leaves its records whole. Every payload here is real: a yaml whose hydra.callbacks
+would touch a marker and empty an unrelated file, symlinks into other folders, a filesystem without room."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from attention_lab.errors import ConfigError
+from attention_lab.run.sweep_resume import record_kept
+from conftest import CONFIG_DIR, TRAIN, run_script
+from test_errors import assert_one_line_error
+from test_sweep_resume import fake_sweep, snapshot
+
+EVIL = """# @package _global_
+hydra:
+  callbacks:
+    touch:
+      _target_: pathlib.Path.touch
+      self: {marker}
+    empty:
+      _target_: builtins.open
+      file: {victim}
+      mode: w
+"""
+
+
+@pytest.fixture
+def payload(tmp_path):
+    """An evil yaml outside the project, a marker it would create and a file it would empty."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    marker, victim = outside / "code-ran", outside / "precious.txt"
+    victim.write_text("keep me\n")
+    (outside / "evil.yaml").write_text(EVIL.format(marker=marker, victim=victim))
+    return outside
+
+
+def choice(group: str, payload: Path, absolute: bool = False) -> str:
+    """The group option that names the payload's yaml: relative to the group's folder, or absolute."""
+    evil = payload / "evil"
+    return str(evil) if absolute else os.path.relpath(evil, CONFIG_DIR / group)
+
+
+def assert_untouched(payload: Path) -> None:
+    assert not (payload / "code-ran").exists(), "the record's yaml ran code"
+    assert (payload / "precious.txt").read_text() == "keep me\n"
+
+
+TINY = ["max_steps=2", "task.train_size=64", "task.val_size=32", "~callbacks.attention_maps"]
+
+SWEEP_SPELLINGS = {  # where a record may try to choose a file: (job overrides, hydra overrides)
+    "experiment": lambda p: ([f"experiment={choice('experiment', p)}"], []),
+    "added_experiment": lambda p: ([f"+experiment={choice('experiment', p)}"], []),
+    "swept_experiment": lambda p: ([f"experiment=induction_heads,{choice('experiment', p)}"], []),
+    "absolute_model": lambda p: ([f"model={choice('model', p, absolute=True)}"], []),
+    "logger_list": lambda p: ([f"logger=[tensorboard,{choice('logger', p)}]"], []),
+    "launcher": lambda p: ([], [f"hydra/launcher={choice('hydra/launcher', p)}"]),
+    "quoted_task": lambda p: ([f"task='{choice('task', p)}'"], []),
+    "unknown_group_path": lambda p: ([f"+model/{choice('model', p)}=x"], []),
+    "packaged": lambda p: (["model@hydra.callbacks=self"], []),
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(SWEEP_SPELLINGS))
+def test_a_sweep_record_chooses_only_shipped_configs(tmp_path, payload, spelling):
+    task, hydra = SWEEP_SPELLINGS[spelling](payload)
+    sweep_dir = fake_sweep(tmp_path, ["heads=1,2", *TINY, *task], hydra)
+    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=120)
+    assert_one_line_error(proc, f"resume={sweep_dir}", "a record is data")
+    assert_untouched(payload)
+    assert sorted(p.name for p in sweep_dir.iterdir()) == ["multirun.yaml"]
+
+
+def test_shipped_choices_still_resume(tmp_path):
+    sweep_dir = fake_sweep(tmp_path, ["heads=1,2", *TINY, "logger=[tensorboard,csv]"], ["hydra/launcher=basic"])
+    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = json.loads((sweep_dir / "sweep_summary.json").read_text())["jobs"]
+    assert [job["status"] for job in jobs] == ["ok", "ok"]
+
+
+def run_record(tmp_path: Path, overrides: list[str]) -> Path:
+    """An interrupted run's dir with only its .hydra record: enough for everything checked before training."""
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "overrides.yaml").write_text("".join(f"- {json.dumps(o)}\n" for o in overrides))
+    return run_dir
+
+
+@pytest.mark.parametrize("spelling", ["experiment", "model", "block"])
+def test_a_run_record_chooses_only_shipped_configs(tmp_path, payload, spelling):
+    run_dir = run_record(tmp_path, [*TINY, f"{spelling}={choice(spelling, payload)}"])
+    before = snapshot(run_dir)
+    proc = run_script(TRAIN, f"resume={run_dir}", timeout=120)
+    assert_one_line_error(proc, f"resume={run_dir}", "a record is data")
+    assert_untouched(payload)
+    assert snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize("setting", ["paths.output_dir={out}", "callbacks.model_checkpoint.dirpath={out}",
+                                     "logger.tensorboard.save_dir={out}", "trainer.default_root_dir={out}"])
+def test_a_record_cannot_move_where_the_run_writes(tmp_path, setting):
+    out = tmp_path / "elsewhere"
+    for sweep in (False, True):
+        overrides = [*TINY, setting.format(out=out)]
+        where = fake_sweep(tmp_path / f"sweep{sweep}", ["heads=1,2", *overrides], []) if sweep \
+            else run_record(tmp_path / "single", overrides)
+        proc = run_script(TRAIN, f"resume={where}", timeout=120)
+        assert_one_line_error(proc, f"resume={where}", "writes only into its own dir")
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("link", ["job_dir_to_a_folder", "job_dir_to_another_sweep", "record_to_a_file",
+                                  "checkpoints_of_a_run"])
+def test_a_resume_never_follows_a_link_out_of_its_dir(tmp_path, link):
+    elsewhere = tmp_path / "users_folder"
+    elsewhere.mkdir()
+    (elsewhere / "notes.txt").write_text("mine\n")
+    if link == "checkpoints_of_a_run":
+        target = run_record(tmp_path, TINY)
+        (target / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
+    else:
+        target = fake_sweep(tmp_path, ["heads=1,2", *TINY], [])
+        other = fake_sweep(tmp_path / "other", ["heads=3,4", *TINY], [])
+        if link == "record_to_a_file":
+            (target / "0").mkdir()
+            (target / "0" / "run_info.json").symlink_to(elsewhere / "notes.txt")
+        else:
+            (target / "1").symlink_to(elsewhere if link == "job_dir_to_a_folder" else other,
+                                      target_is_directory=True)
+    watched = {path: snapshot(path) for path in (elsewhere, tmp_path / "other") if path.exists()}
+    proc = run_script(TRAIN, f"resume={target}", timeout=120)
+    assert_one_line_error(proc, f"resume={target}", "is a symlink", "does not follow it")
+    assert {path: snapshot(path) for path in watched} == watched, "a resume wrote through a link"
+
+
+def test_a_full_disk_stops_a_sweep_resume_in_one_line(small_filesystem):
+    sweep_dir = small_filesystem / "sweep"
+    sweep_dir.mkdir()
+    record = {"hydra": {"overrides": {"task": ["heads=1,2", *TINY], "hydra": []}}}
+    (sweep_dir / "multirun.yaml").write_text(json.dumps(record))
+    filler = small_filesystem / "filler"
+    with open(filler, "wb", buffering=0) as handle:  # fill the filesystem to the last block
+        try:
+            while True:
+                handle.write(b"\0" * 4096)
+        except OSError:
+            pass
+    before = snapshot(sweep_dir)
+    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=120)
+    assert_one_line_error(proc, f"resume={sweep_dir}", "KiB free", "free some space")
+    assert snapshot(sweep_dir) == before, "a record changed, or a temp file was left"
+
+
+def test_multirun_yaml_is_put_back_when_its_rewrite_is_cut(tmp_path):
+    """Hydra's sweeper rewrites multirun.yaml in place: a rewrite cut short (a full disk) is undone."""
+    sweep_dir = fake_sweep(tmp_path, ["heads=1,2"], [])
+    original = (sweep_dir / "multirun.yaml").read_bytes()
+    with pytest.raises(OSError), record_kept(sweep_dir, f"resume={sweep_dir}"):
+        (sweep_dir / "multirun.yaml").write_bytes(original[:20])  # cut mid-value
+        raise OSError(28, "No space left on device")
+    assert (sweep_dir / "multirun.yaml").read_bytes() == original
+    assert sorted(p.name for p in sweep_dir.iterdir()) == ["multirun.yaml"], "the copy was left behind"
+    # A rewrite that completes is kept, and the copy goes.
+    with record_kept(sweep_dir, f"resume={sweep_dir}"):
+        (sweep_dir / "multirun.yaml").write_text(json.dumps({"hydra": {"overrides": {"task": ["heads=3"]}}}))
+    assert "heads=3" in (sweep_dir / "multirun.yaml").read_text()
+    assert sorted(p.name for p in sweep_dir.iterdir()) == ["multirun.yaml"]
+
+
+def test_a_copy_that_does_not_fit_changes_nothing(small_filesystem):
+    sweep_dir = small_filesystem / "sweep"
+    sweep_dir.mkdir()
+    (sweep_dir / "multirun.yaml").write_text(json.dumps({"hydra": {"overrides": {"task": ["x=" + "1" * 200_000]}}}))
+    free = os.statvfs(small_filesystem)
+    (small_filesystem / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - 100_000))
+    before = snapshot(sweep_dir)
+    with pytest.raises(ConfigError, match="cannot be written"), record_kept(sweep_dir, f"resume={sweep_dir}"):
+        raise AssertionError("the resume went on without a copy of its record")
+    assert snapshot(sweep_dir) == before
