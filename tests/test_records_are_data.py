@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from attention_lab.errors import ConfigError
 from attention_lab.run.sweep_resume import record_kept
-from conftest import CONFIG_DIR, TRAIN, run_script
+from attention_lab.run.sweep_summary import write_summary
+from conftest import CONFIG_DIR, TRAIN, run_script, run_train
 from test_errors import assert_one_line_error
 from test_sweep_resume import fake_sweep, snapshot
 
@@ -183,3 +185,56 @@ def test_a_copy_that_does_not_fit_changes_nothing(small_filesystem):
     with pytest.raises(ConfigError, match="cannot be written"), record_kept(sweep_dir, f"resume={sweep_dir}"):
         raise AssertionError("the resume went on without a copy of its record")
     assert snapshot(sweep_dir) == before
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(tmp_path_factory) -> Path:
+    """A finished two-job sweep (heads=1,2), shared read-only: tests change a copy."""
+    sweep_dir = tmp_path_factory.mktemp("finished_sweep") / "sweep"
+    run_train(sweep_dir, "heads=1,2", *TINY, multirun=True)
+    return sweep_dir
+
+
+def copy_of(sweep_dir: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, copy, symlinks=True)
+    return copy
+
+
+@pytest.mark.parametrize("field, value", [("job", "three"), ("overrides", 5), ("attempts", "many"), ("status", 3)])
+def test_a_malformed_run_record_is_one_line_and_the_other_jobs_go_on(finished_sweep, tmp_path, field, value):
+    sweep_dir = copy_of(finished_sweep, tmp_path)
+    info_path = sweep_dir / "1" / "run_info.json"
+    info = json.loads(info_path.read_text())
+    info.update({field: value, "status": "failed" if field != "status" else value})
+    info_path.write_text(json.dumps(info))
+    rows = {row["output_dir"]: row for row in write_summary(sweep_dir)["jobs"]}
+    assert rows[str(sweep_dir / "0")]["status"] == "ok"
+    assert rows[str(sweep_dir / "1")]["status"] == "failed" and "is malformed" in rows[str(sweep_dir / "1")]["error"]
+
+    kept = snapshot(sweep_dir / "0")
+    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors[0].startswith("error: job 1 (") and f"{info_path} is malformed: {field} is" in errors[0]
+    assert errors[-1].startswith("error: 1 job still failed or interrupted after resuming the sweep")
+    assert snapshot(sweep_dir / "0") == kept
+    assert info_path.read_text() == json.dumps(info), "the malformed record was changed"
+
+
+def test_a_sweep_whose_jobs_are_all_refused_says_so(finished_sweep, tmp_path):
+    """multirun.yaml changed by hand: every job's dir now holds another job's run, and nothing trains."""
+    sweep_dir = copy_of(finished_sweep, tmp_path)
+    record = (sweep_dir / "multirun.yaml").read_text()
+    (sweep_dir / "multirun.yaml").write_text(record.replace("heads=1,2", "heads=3,4"))
+    jobs_before = {n: snapshot(sweep_dir / n) for n in ("0", "1")}
+    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert [e.split(" (")[0] for e in errors[:2]] == ["error: job 0", "error: job 1"]
+    assert all("holds another job's run" in e for e in errors[:2])
+    assert errors[-1].startswith("error: 2 jobs still failed or interrupted after resuming the sweep (2 failed")
+    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    assert summary["counts"] == {"failed": 2} and [job["overrides"][0] for job in summary["jobs"]] == ["heads=3", "heads=4"]
+    assert {n: {k: v for k, v in snapshot(sweep_dir / n).items() if k != "train.log"} for n in ("0", "1")} == \
+        {n: {k: v for k, v in jobs_before[n].items() if k != "train.log"} for n in ("0", "1")}

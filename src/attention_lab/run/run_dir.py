@@ -37,6 +37,35 @@ class RunDirTaken(ConfigError):
     """A job's dir holds another run: the job fails without writing anything there."""
 
 
+class MalformedRecord(ConfigError):
+    """A run_info.json whose fields have the wrong types (changed by hand, or by another program)."""
+
+
+# The fields of run_info.json that the lab reads back, and their JSON types (null is always allowed).
+RUN_INFO_FIELDS: dict[str, tuple[type, ...]] = {
+    "job": (int,), "overrides": (list,), "status": (str,), "error": (str,), "attempts": (int,),
+    "wall_time_s": (int, float), "previous_wall_time_s": (int, float), "pid": (int,), "output_dir": (str,),
+}
+
+
+def read_run_info(path: Path) -> dict[str, Any]:
+    """``path`` (a run_info.json) as a dict, {} when it is missing; raises MalformedRecord, in one line, when it is
+    not a JSON object or a field has the wrong type, so that no reader trips over it later."""
+    if not path.is_file():
+        return {}
+    info = read_json(path)
+    if not info and path.read_bytes().strip() not in (b"", b"{}"):
+        raise MalformedRecord(f"{path} is malformed: not a JSON object")
+    for key, kinds in RUN_INFO_FIELDS.items():
+        value = info.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+            raise MalformedRecord(f"{path} is malformed: {key} is {json.dumps(value)}, expected "
+                                  f"{' or '.join(kind.__name__ for kind in kinds)}")
+    if not all(isinstance(o, str) for o in info.get("overrides") or []):
+        raise MalformedRecord(f"{path} is malformed: overrides holds something other than text")
+    return info
+
+
 def now() -> str:
     return datetime.now().astimezone().isoformat(timespec="seconds")
 
@@ -114,7 +143,7 @@ class RunInfo:
         self.started = time.perf_counter()
 
     def begin(self, *, job: int | None, overrides: list[str], resume: bool) -> None:
-        previous = read_json(self.path) if resume else {}
+        previous = read_run_info(self.path) if resume else {}
         self.data = {
             "status": "running", "error": None, "job": job if job is not None else previous.get("job"),
             "overrides": overrides, "output_dir": str(self.path.parent), "pid": os.getpid(),

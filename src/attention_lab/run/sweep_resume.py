@@ -206,10 +206,10 @@ def same_job(saved: Sequence[str], planned: Sequence[str]) -> bool:
 
 def job_plan(job_dir: Path, planned: Sequence[str], metric_name: str) -> JobPlan:
     """Raises RunDirTaken when the job's dir holds another job's run."""
-    from attention_lab.run.run_dir import RunDirTaken
+    from attention_lab.run.run_dir import RunDirTaken, read_run_info
 
     check_contained(job_dir.parent, f"resume={job_dir.parent}", only=job_dir.name)  # it may have changed since
-    info = read_json(job_dir / RUN_INFO)
+    info = read_run_info(job_dir / RUN_INFO)
     if (job_dir / SAVED_OVERRIDES).is_file():
         saved = read_saved_overrides(job_dir, f"resume={job_dir.parent}")
         if not same_job(saved, planned):
@@ -225,7 +225,9 @@ def job_plan(job_dir: Path, planned: Sequence[str], metric_name: str) -> JobPlan
 def set_aside(job_dir: Path) -> None:
     """A failed attempt's record, checkpoints and TensorBoard events move to ``attempt<n>/`` before the job
     trains again (train.log is kept: the new attempt appends to it)."""
-    info = read_json(job_dir / RUN_INFO)
+    from attention_lab.run.run_dir import read_run_info
+
+    info = read_run_info(job_dir / RUN_INFO)
     if not info:
         return
     aside = job_dir / f"attempt{int(info.get('attempts') or 1)}"

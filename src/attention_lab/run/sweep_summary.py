@@ -4,11 +4,13 @@ Hydra callback that keeps it current and gives the sweep its exit status."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import fcntl
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +21,40 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.run.describe import describe
-from attention_lab.run.files import METRICS, RUN_INFO, SUMMARY, SUMMARY_CSV, read_json, secondary_process, write_json
-from attention_lab.run.run_dir import now
+from attention_lab.run.files import (
+    METRICS,
+    REFUSED,
+    RUN_INFO,
+    SUMMARY,
+    SUMMARY_CSV,
+    read_json,
+    replace_atomically,
+    secondary_process,
+    write_json,
+)
+from attention_lab.run.run_dir import MalformedRecord, now, read_run_info
 
 log = logging.getLogger(__name__)
 
 
+def job_number(job_dir: Path) -> int | None:
+    return int(job_dir.name) if job_dir.name.isdigit() else None
+
+
 def summary_rows(sweep_dir: Path, *, final: bool = False) -> list[dict[str, Any]]:
-    """One row per job dir under sweep_dir that has a run_info.json, ordered by job number."""
+    """One row per job dir under sweep_dir that has a run_info.json, ordered by job number. A malformed record is
+    a failed row that says so; a job refused because its dir holds another run is a failed row of its own, in
+    place of that run's."""
+    refused = {int(n): row for n, row in read_json(sweep_dir / REFUSED).items() if n.isdigit() and isinstance(row, dict)}
     rows = []
     for info_path in [*sweep_dir.glob(f"*/{RUN_INFO}"), *sweep_dir.glob(f"*/*/{RUN_INFO}")]:
-        info, job_dir = read_json(info_path), info_path.parent
+        job_dir = info_path.parent
+        if job_number(job_dir) in refused:
+            continue
+        try:
+            info = read_run_info(info_path)
+        except MalformedRecord as err:  # the job that reads it says so in its own line
+            info = {"job": job_number(job_dir), "status": "failed", "error": str(err)}
         status, error = info.get("status") or "running", info.get("error")
         if final and status in ("running", "starting"):  # the sweep is over: that job died without a word
             status, error = "failed", "the job ended without reporting a result (killed or crashed)"
@@ -38,14 +63,36 @@ def summary_rows(sweep_dir: Path, *, final: bool = False) -> list[dict[str, Any]
             "metrics": read_json(job_dir / METRICS) if status == "ok" else {},
             "output_dir": str(job_dir), "wall_time_s": info.get("wall_time_s"),
         })
+    rows += [{"job": n, "overrides": [str(o) for o in row.get("overrides") or []], "status": "failed",
+              "error": str(row.get("error")), "metrics": {}, "output_dir": str(sweep_dir / str(n)), "wall_time_s": None}
+             for n, row in refused.items()]
     rows.sort(key=lambda r: (r["job"] is None, r["job"] if r["job"] is not None else 0, r["output_dir"]))
     return rows
 
 
-def write_summary(sweep_dir: Path, *, final: bool = False) -> dict[str, Any]:
-    """(Re)write the summary files; a lock keeps parallel jobs from interleaving their writes."""
+@contextlib.contextmanager
+def summary_lock(sweep_dir: Path) -> Iterator[None]:
+    """Parallel jobs write the sweep's records one at a time."""
     with open(sweep_dir / ".sweep_summary.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def record_refusal(sweep_dir: Path, job: int, overrides: list[str], error: str | None) -> None:
+    """Job ``job`` did not run because its dir holds another run (``error`` says which), or, with error None, it
+    now runs in its own dir again."""
+    with summary_lock(sweep_dir):
+        refused = read_json(sweep_dir / REFUSED)
+        if error is not None:
+            refused[str(job)] = {"overrides": overrides, "error": error}
+        elif refused.pop(str(job), None) is None:
+            return
+        write_json(sweep_dir / REFUSED, refused)
+
+
+def write_summary(sweep_dir: Path, *, final: bool = False) -> dict[str, Any]:
+    """(Re)write the summary files; a lock keeps parallel jobs from interleaving their writes."""
+    with summary_lock(sweep_dir):
         rows = summary_rows(sweep_dir, final=final)
         counts: dict[str, int] = {}
         for row in rows:
@@ -54,14 +101,17 @@ def write_summary(sweep_dir: Path, *, final: bool = False) -> dict[str, Any]:
                     "jobs": rows}
         write_json(sweep_dir / SUMMARY, document)
         metric_keys = sorted({key for row in rows for key, value in row["metrics"].items() if not isinstance(value, dict)})
-        tmp = sweep_dir / f".{SUMMARY_CSV}.{os.getpid()}.tmp"
-        with open(tmp, "w", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(["job", "status", "error", "wall_time_s", "output_dir", "overrides", *metric_keys])
-            for row in rows:
-                writer.writerow([row["job"], row["status"], row["error"] or "", row["wall_time_s"], row["output_dir"],
-                                 " ".join(row["overrides"]), *(row["metrics"].get(k, "") for k in metric_keys)])
-        os.replace(tmp, sweep_dir / SUMMARY_CSV)
+
+        def write_csv(tmp: Path) -> None:
+            with open(tmp, "w", newline="") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(["job", "status", "error", "wall_time_s", "output_dir", "overrides", *metric_keys])
+                for row in rows:
+                    writer.writerow([row["job"], row["status"], row["error"] or "", row["wall_time_s"],
+                                     row["output_dir"], " ".join(row["overrides"]),
+                                     *(row["metrics"].get(k, "") for k in metric_keys)])
+
+        replace_atomically(sweep_dir / SUMMARY_CSV, write_csv)
     return document
 
 

@@ -27,15 +27,14 @@ from attention_lab.run.files import (
     SAVED_OVERRIDES,
     SUMMARY,
     TRACEBACK,
-    read_json,
     save_yaml,
     secondary_process,
 )
 from attention_lab.run.overrides import override_key, run_name
-from attention_lab.run.run_dir import RunDirLock, RunDirTaken, RunInfo
+from attention_lab.run.run_dir import RunDirLock, RunDirTaken, RunInfo, read_run_info
 from attention_lab.run.signals import StopSignals
 from attention_lab.run.sweep_jobs import swept_keys
-from attention_lab.run.sweep_summary import write_summary
+from attention_lab.run.sweep_summary import record_refusal, write_summary
 
 
 def stderr(line: str) -> None:
@@ -126,13 +125,15 @@ class RunTask:
 
     def claim_job_dir(self, job: sweep_resume.JobPlan | None) -> None:
         """A sweep job trains only in a dir that holds no other job's run (a resumed job: its own)."""
-        previous = read_json(self.run_dir / RUN_INFO)
+        previous = read_run_info(self.run_dir / RUN_INFO)
         if self.multirun and job is None and previous and (
                 previous.get("job") != self.job or previous.get("overrides") != self.overrides):
             raise RunDirTaken(f"{self.run_dir} already holds the run of job {previous.get('job')} "
                               f"({' '.join(previous.get('overrides') or [])}), which is left as it is; two jobs of "
                               "the sweep have the same dir (see hydra.sweep.subdir)")
         self.owns_dir = True
+        if self.sweep_dir is not None and self.job is not None:
+            record_refusal(self.sweep_dir, self.job, self.overrides, None)
 
     def restart(self, cfg: DictConfig) -> None:
         """A failed or never-started job of a resumed sweep trains again: the failed attempt's files are set
@@ -155,6 +156,8 @@ class RunTask:
             # Rejected before the run started: the run dir's record stays as it was.
             if self.multirun and not self.owns_dir:  # the dir is another run's: nothing is written there
                 stderr(f"error: {self.where} failed: {describe(err)}")
+                if self.sweep_dir is not None:  # the summary counts it as failed, in place of that run
+                    record_refusal(self.sweep_dir, self.job, self.overrides, describe(err))
                 return None
             if self.multirun:
                 self.info.begin(job=self.job, overrides=self.overrides, resume=self.resumed_sweep)
