@@ -238,3 +238,73 @@ def test_a_sweep_whose_jobs_are_all_refused_says_so(finished_sweep, tmp_path):
     assert summary["counts"] == {"failed": 2} and [job["overrides"][0] for job in summary["jobs"]] == ["heads=3", "heads=4"]
     assert {n: {k: v for k, v in snapshot(sweep_dir / n).items() if k != "train.log"} for n in ("0", "1")} == \
         {n: {k: v for k, v in jobs_before[n].items() if k != "train.log"} for n in ("0", "1")}
+
+
+# --- an Optuna sweep's study is its own --------------------------------------------------------------------------
+
+def optuna_sweep(tmp_path: Path, sweep_id: str | None = "this-sweep") -> Path:
+    """An Optuna sweep dir that ran one trial: its record, a job dir, and its id (no study yet)."""
+    sweep_dir = fake_sweep(tmp_path, ["hparams_search=optuna", *TINY], [])
+    (sweep_dir / "0").mkdir()
+    (sweep_dir / "0" / "run_info.json").write_text(json.dumps({"job": 0, "status": "ok", "overrides": []}))
+    if sweep_id:
+        (sweep_dir / ".sweep_id").write_text(sweep_id + "\n")
+    return sweep_dir
+
+
+def stamped_study(sweep_dir: Path, stamp: str | None) -> None:
+    import optuna
+
+    study = optuna.create_study(storage=f"sqlite:///{sweep_dir}/optuna.db", study_name="attention_lab",
+                                direction="maximize")
+    if stamp:
+        study.set_user_attr("attention_lab.sweep_id", stamp)
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("missing", "optuna.db is missing, though 1 trials ran"),
+    ("corrupt", "optuna.db is not a readable Optuna study"),
+    ("another_sweeps", "holds the study of another sweep"),
+    ("another_name", "optuna.db is not a readable Optuna study with study_name=attention_lab"),
+])
+def test_a_resume_continues_only_its_own_study(tmp_path, case, fragment):
+    sweep_dir = optuna_sweep(tmp_path)
+    if case == "corrupt":
+        (sweep_dir / "optuna.db").write_bytes(b"SQLite format 3\0" + b"\xff" * 4000)
+    elif case == "another_sweeps":
+        stamped_study(sweep_dir, "another-sweep")
+    elif case == "another_name":
+        import optuna
+
+        optuna.create_study(storage=f"sqlite:///{sweep_dir}/optuna.db", study_name="not_ours")
+    before = snapshot(sweep_dir)
+    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=120)
+    assert_one_line_error(proc, f"resume={sweep_dir}", fragment)
+    assert snapshot(sweep_dir) == before
+
+
+def test_a_search_whose_every_trial_failed_ends_in_one_line(tmp_path):
+    import optuna
+
+    sweep_dir = tmp_path / "sweep"
+    proc = run_script(TRAIN, "-m", "hparams_search=optuna", "hydra.sweeper.n_trials=2", *TINY,
+                      f"task.corpus={tmp_path / 'missing.txt'}", f"hydra.sweep.dir={sweep_dir}", timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in output and "Record does not exist" not in output, output
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors[-1].startswith("error: every trial of the search failed (2 failed"), errors
+    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    assert summary["counts"] == {"failed": 2}
+    # The new sweep stamped its study with its own id.
+    study = optuna.load_study(study_name="attention_lab", storage=f"sqlite:///{sweep_dir}/optuna.db")
+    assert study.user_attrs["attention_lab.sweep_id"] == (sweep_dir / ".sweep_id").read_text().strip()
+
+
+def test_a_finished_search_has_nothing_to_resume(tmp_path):
+    sweep_dir = optuna_sweep(tmp_path)
+    stamped_study(sweep_dir, "this-sweep")
+    for n in range(1, 10):  # the preset's n_trials=10, all complete
+        (sweep_dir / str(n)).mkdir()
+        (sweep_dir / str(n) / "run_info.json").write_text(json.dumps({"job": n, "status": "ok", "overrides": []}))
+    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=120)
+    assert_one_line_error(proc, "already has 10 complete trials", "larger hydra.sweeper.n_trials")

@@ -120,11 +120,36 @@ def test_two_resumes_at_once_only_one_trains(finished_run, tmp_path):
     ("optimized_metric=attention_entropy/layer9/head9", "optimized_metric=attention_entropy/layer9/head9"),
     ("+haeds=3", "did you mean heads"),
     ("+task.lenght=3", "did you mean task."),
+    ("probe=", "probe='' is invalid"),
+    ("probe='   '", "at least one word"),
+    ("probe=', . !'", "at least one word"),
+    ("model.context_length=1000000000", "model.context_length=1000000000 is invalid: it must be at most 4096"),
 ], ids=lambda v: v)
 def test_rejected_before_the_run_dir_exists(tmp_path, override, fragment):
     run_dir = tmp_path / "run"
     proc = run_script(TRAIN, override, f"hydra.run.dir={run_dir}", *QUIET, timeout=120)
     assert_one_line_error(proc, fragment)
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize(("overrides", "fragment"), [
+    (["hydra/launcher=parallel", "hydra.launcher.n_jobs=0"], "hydra.launcher.n_jobs=0 is invalid"),
+    (["hydra/launcher=joblib", "hydra.launcher.n_jobs=-5"], "hydra.launcher.n_jobs=-5 is invalid"),
+    (["hparams_search=optuna", "hydra.sweeper.n_trials=0"], "hydra.sweeper.n_trials=0 is invalid"),
+], ids=lambda v: str(v))
+def test_sweep_settings_rejected_before_the_sweep_dir_exists(tmp_path, overrides, fragment):
+    sweep_dir = tmp_path / "sweep"
+    proc = run_script(TRAIN, "-m", "heads=1,2", *overrides, f"hydra.sweep.dir={sweep_dir}", *QUIET, timeout=120)
+    assert_one_line_error(proc, fragment)
+    assert not sweep_dir.exists()
+
+
+def test_an_oversized_corpus_is_refused_before_it_is_read(tmp_path):
+    corpus, run_dir = tmp_path / "huge.txt", tmp_path / "run"
+    with open(corpus, "wb") as handle:  # sparse: 11 MiB on paper, nothing on disk
+        handle.truncate(11 * 2**20)
+    proc = run_script(TRAIN, f"task.corpus={corpus}", f"hydra.run.dir={run_dir}", *QUIET, timeout=120)
+    assert_one_line_error(proc, f"task.corpus={corpus} is invalid", "at most 10 MiB")
     assert not run_dir.exists()
 
 

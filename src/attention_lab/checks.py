@@ -13,11 +13,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.config import Mask, Position
+from attention_lab.data.corpus import tokenize
 from attention_lab.data.tasks.base import check_ood_range
 from attention_lab.errors import ConfigError
 
 VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what the final validation measures
 OOD_METRICS = ("ood/seq_acc", "ood/token_acc", "ood/loss")  # ... on the longer set, when there is one
+# The longest positional table: the tasks' sequences are short, and 10**9 positions would allocate ~190 GB.
+MAX_CONTEXT_LENGTH = 4096
 HEAD_SCORE_KINDS = ("previous_token", "self", "induction")  # attention_lab.head_scores.KINDS (torch-free here)
 PER_HEAD_METRIC = re.compile(r"(attention_entropy|head_score/(?:previous_token|self|induction))/layer(\d+)/head(\d+)")
 
@@ -84,6 +87,12 @@ def check_sizes(cfg: DictConfig) -> None:
     seed = cfg.get("seed")
     if seed is None or not 0 <= seed < 2**32:
         raise ConfigError(f"seed={seed} is invalid: it must be an integer in [0, 2**32)")
+    if model.context_length > MAX_CONTEXT_LENGTH:
+        raise ConfigError(f"model.context_length={model.context_length} is invalid: it must be at most "
+                          f"{MAX_CONTEXT_LENGTH} (positions in the table; the tasks' sequences are far shorter)")
+    if not tokenize(str(cfg.get("probe") or "")):
+        raise ConfigError(f"probe={cfg.get('probe') or ''!r} is invalid: it must contain at least one word (the sentence "
+                          "whose attention maps TensorBoard shows)")
     if task.min_len > task.max_len:
         raise ConfigError(f"task.min_len={task.min_len} is invalid: it must be <= task.max_len={task.max_len}")
     if task.max_len > model.context_length:

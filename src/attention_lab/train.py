@@ -108,6 +108,8 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     datamodule = hydra.utils.instantiate(cfg.data)
+    if stop.signum is not None:  # a signal while the data was built: stop before the model and the trainer
+        raise TrainingInterrupted(stop.signum, 0, None)
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
     graceful, solved = GracefulStop(stop), StepsToSolve()
     callbacks = [*instantiate_all(cfg.get("callbacks")), graceful, StopOnNonFiniteLoss(), RngState(), solved,

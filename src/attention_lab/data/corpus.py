@@ -15,6 +15,7 @@ DEFAULT_CORPUS = Path(__file__).with_name("corpus.txt")
 PAD, UNK = "<pad>", "<unk>"
 SPECIAL_TOKENS = (PAD, UNK)
 PAD_ID, UNK_ID = 0, 1
+MAX_CORPUS_BYTES = 10 * 2**20  # the notebooks' corpus is 1 KB; every sentence becomes task data in memory
 _WORD = re.compile(r"\w+(?:'\w+)*")  # drops punctuation: "short," -> "short", as the notebooks do
 
 
@@ -27,6 +28,10 @@ def read_sentences(path: str | Path | None = None) -> list[str]:
     path = DEFAULT_CORPUS if path is None else Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"task.corpus={path} is invalid: no such file")
+    size = path.stat().st_size
+    if size > MAX_CORPUS_BYTES:
+        raise ConfigError(f"task.corpus={path} is invalid: it holds {size / 2**20:.1f} MiB of text; a corpus may hold "
+                          f"at most {MAX_CORPUS_BYTES // 2**20} MiB (one sentence per line)")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:

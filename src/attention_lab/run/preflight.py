@@ -18,7 +18,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.checks import caveats, check_known_keys, validate
 from attention_lab.config import register_configs
@@ -84,9 +84,21 @@ def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str =
         check_run(cfg)
 
 
+def check_launch(cfg: DictConfig) -> None:
+    """The launcher's and the sweeper's own numbers, which their schemas type but do not bound."""
+    n_jobs = OmegaConf.select(cfg, "hydra.launcher.n_jobs")
+    if isinstance(n_jobs, int) and (n_jobs == 0 or n_jobs < -1):
+        raise ConfigError(f"hydra.launcher.n_jobs={n_jobs} is invalid: jobs at once must be a positive number, or -1 "
+                          "for one per CPU core")
+    n_trials = OmegaConf.select(cfg, "hydra.sweeper.n_trials")
+    if isinstance(n_trials, int) and n_trials < 1:
+        raise ConfigError(f"hydra.sweeper.n_trials={n_trials} is invalid: a search needs at least one trial")
+
+
 def check_sweep_job(cfg: DictConfig) -> None:
     """What every job of a sweep must pass before the sweep starts: no unknown keys, no resume."""
     check_known_keys(cfg)
+    check_launch(cfg)
     if cfg.get("resume") and not sweep_resume.is_sweep_dir(cfg.resume):  # resume=<sweep dir> relaunches a sweep
         raise ConfigError(f"resume={cfg.resume} is invalid with -m (a sweep): resume one run at a time "
                           "(a sweep job too: resume=<sweep dir>/<job number>)")

@@ -198,3 +198,7 @@ class RunDirGuard(Callback):
         # Hydra's record of the sweep's command line, which resume=<sweep dir> reads. BasicSweeper writes the same
         # file itself; other sweepers (Optuna) do not.
         save_yaml(config, sweep_dir / MULTIRUN_RECORD)
+        if OmegaConf.select(config, "hydra.runtime.choices.hydra/sweeper") == "optuna":
+            from attention_lab.run.optuna_study import stamp
+
+            stamp(sweep_dir, config.hydra.sweeper)  # the study is this sweep's: a resume checks it

@@ -97,15 +97,22 @@ def added_overrides(argv: Sequence[str], saved: Sequence[str], setting: str) -> 
     return added
 
 
-def optuna_overrides(sweep_dir: Path, sweeper: Any) -> list[str]:
+def optuna_overrides(sweep_dir: Path, sweeper: Any, setting: str) -> list[str]:
     """An Optuna sweep asks new trials: as many as complete ones are missing (the sweeper's n_trials counts the
     trials of one launch), in job dirs after the existing ones (it numbers each launch's jobs from 0;
     ``lab.job_subdir`` adds the offset). A seeded sampler gets another seed per resume: with the same one it
-    would propose the same first trials again."""
+    would propose the same first trials again. Raises ConfigError for a study that is not the sweep's own, or a
+    sweep with nothing left to run."""
+    from attention_lab.run.optuna_study import check_own_study
+
     numbers = [int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()]
+    check_own_study(sweep_dir, sweeper, setting, trials_run=len(numbers))
     done = sum(read_json(sweep_dir / str(n) / RUN_INFO).get("status") == "ok" for n in numbers)
+    if done >= int(sweeper.n_trials):
+        raise ConfigError(f"{setting} is invalid: the search already has {done} complete trials of "
+                          f"hydra.sweeper.n_trials={sweeper.n_trials}; for more, give a larger hydra.sweeper.n_trials")
     offset = max(numbers, default=-1) + 1
-    overrides = [f"hydra.sweeper.n_trials={max(0, int(sweeper.n_trials) - done)}",
+    overrides = [f"hydra.sweeper.n_trials={int(sweeper.n_trials) - done}",
                  f"hydra.sweep.subdir='${{lab.job_subdir:${{hydra.job.num}},{offset}}}'"]  # quoted: an interpolation
     seed = OmegaConf.select(sweeper, "sampler.seed")
     if isinstance(seed, int):
@@ -142,7 +149,7 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
                                 allowed, setting)
         first = compose(config_name, overrides=sweep_variants(overrides)[0], return_hydra_config=True)
         if first.hydra.runtime.choices.get("hydra/sweeper") == "optuna":
-            overrides += optuna_overrides(sweep_dir, first.hydra.sweeper)
+            overrides += optuna_overrides(sweep_dir, first.hydra.sweeper, setting)
     flags = [arg for arg in argv if not is_override(arg) and arg not in ("-m", "--multirun")]
     return [*flags, "-m", *overrides]
 

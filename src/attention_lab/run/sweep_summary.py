@@ -115,6 +115,10 @@ def write_summary(sweep_dir: Path, *, final: bool = False) -> dict[str, Any]:
     return document
 
 
+def tally(document: dict[str, Any]) -> str:
+    return ", ".join(f"{n} {status}" for status, n in sorted(document["counts"].items())) or "no jobs"
+
+
 def sweep_dir_of(config: DictConfig) -> Path:
     return Path(os.path.abspath(str(OmegaConf.select(config, "hydra.sweep.dir"))))
 
@@ -135,7 +139,13 @@ class SweepSummary(Callback):
                 info.update(status="failed", error=describe(err), job=int(HydraConfig.get().job.num),
                             overrides=[str(o) for o in HydraConfig.get().overrides.task], output_dir=str(job_dir))
                 write_json(job_dir / RUN_INFO, info)
-        write_summary(sweep_dir_of(config))
+        document = write_summary(sweep_dir_of(config))
+        n_trials = OmegaConf.select(config, "hydra.sweeper.n_trials")
+        if isinstance(n_trials, int) and HydraConfig.get().job.num == n_trials - 1 and not document["counts"].get("ok"):
+            # Optuna's sweeper asks its study for the best trial after the last one, and with none it raises
+            # (ValueError: Record does not exist): the search ends here, in one line.
+            sys.exit(f"error: every trial of the search failed ({tally(document)}; errors above and in "
+                     f"{sweep_dir_of(config) / SUMMARY})")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if secondary_process():
@@ -143,12 +153,11 @@ class SweepSummary(Callback):
         path = sweep_dir_of(config)
         document = write_summary(path, final=True)
         counts, total = document["counts"], document["total"]
-        tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no jobs"
         left = total - counts.get("ok", 0)
         if left and OmegaConf.select(config, "resume"):  # resume=<sweep dir>: say what is still left to do
             sys.exit(f"error: {left} job{'s' if left > 1 else ''} still failed or interrupted after resuming the "
-                     f"sweep ({tally}; errors above and in {path / SUMMARY}); fix them and resume it again")
+                     f"sweep ({tally(document)}; errors above and in {path / SUMMARY}); fix them and resume it again")
         if left:
-            sys.exit(f"error: sweep finished with {tally} (errors above and in {path / SUMMARY}); "
+            sys.exit(f"error: sweep finished with {tally(document)} (errors above and in {path / SUMMARY}); "
                      "the other jobs kept their results")
-        log.info("sweep finished: %s; summary: %s", tally, path / SUMMARY)
+        log.info("sweep finished: %s; summary: %s", tally(document), path / SUMMARY)

@@ -22,6 +22,8 @@ from attention_lab.run import resume as resuming
 from attention_lab.run import sweep_resume
 from attention_lab.run.describe import describe, expected_error
 from attention_lab.run.files import (
+    CHECKPOINTS,
+    LAST_CHECKPOINT,
     RUN_INFO,
     SAVED_CONFIG,
     SAVED_OVERRIDES,
@@ -186,7 +188,9 @@ class RunTask:
             signum, what = err.signum, str(err)
         else:  # Lightning ended the run itself after our signal (SIGTERM during validation)
             signum = stop.signum or signal.SIGINT
-            what = f"{signal.Signals(signum).name}: stopped; the last checkpoint saved is kept"
+            kept = "the last checkpoint saved is kept" if (self.run_dir / CHECKPOINTS / LAST_CHECKPOINT).is_file() \
+                else "no checkpoint had been saved yet"
+            what = f"{signal.Signals(signum).name}: stopped; {kept}"
         self.end("interrupted", what)
         if self.multirun:  # the sweep is continued as a whole: this job, and those that did not run yet
             where = f"resume={self.sweep_dir or self.run_dir.parent} (the whole sweep)"
