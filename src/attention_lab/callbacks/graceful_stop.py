@@ -25,7 +25,7 @@ class GracefulStop(L.Callback):
         if trainer.global_step == 0:
             return None  # nothing trained yet: nothing new to save
         path = last_checkpoint_path(trainer)
-        trainer.save_checkpoint(path)  # atomic: attention_lab.checkpoints.AtomicCheckpointIO
+        trainer.save_checkpoint(path, weights_only=False)  # full state; atomic: AtomicCheckpointIO
         log.warning("checkpoint of step %d saved to %s", trainer.global_step, path)
         self.saved = path
         return path

@@ -23,7 +23,7 @@ class LatestCheckpoint(L.Callback):
             return
         if not all(bool(torch.isfinite(p).all()) for p in module.parameters()):
             return  # diverging: every checkpoint stays finite, and the next loss stops the run (finite_loss.py)
-        trainer.save_checkpoint(last_checkpoint_path(trainer))  # atomic: attention_lab.checkpoints.AtomicCheckpointIO
+        trainer.save_checkpoint(last_checkpoint_path(trainer), weights_only=False)  # full state; atomic: AtomicCheckpointIO
         self.saved_step = trainer.global_step
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
