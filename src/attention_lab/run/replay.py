@@ -78,19 +78,23 @@ def check_overrides(overrides: Sequence[str], setting: str, path: Path) -> list[
     return parsed
 
 
-def targets(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
-    """Every (``_target_`` value, where) in a config or a plain container, interpolations unresolved."""
+def entries(node: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
+    """Every (where, key, value) in a config or a plain container, interpolations unresolved; ``where`` is the
+    dotted path of the key's parent, ending in a dot."""
     if isinstance(node, DictConfig):
         node = OmegaConf.to_container(node, resolve=False)
     if isinstance(node, dict):
         for key, value in node.items():
-            if key == "_target_":
-                yield str(value), path
-            else:
-                yield from targets(value, f"{path}{key}.")
+            yield path, str(key), value
+            yield from entries(value, f"{path}{key}.")
     elif isinstance(node, list):
         for index, item in enumerate(node):
-            yield from targets(item, f"{path}{index}.")
+            yield from entries(item, f"{path}{index}.")
+
+
+def targets(node: Any) -> Iterator[tuple[str, str]]:
+    """Every (``_target_`` value, where)."""
+    return ((str(value), where) for where, key, value in entries(node) if key == "_target_")
 
 
 def allowed_targets(config_dir: Path) -> set[str]:
@@ -101,22 +105,10 @@ def allowed_targets(config_dir: Path) -> set[str]:
     return found
 
 
-def write_locations(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    """Every (where, unresolved value) of a key in WRITE_LOCATIONS, outside ``hydra``."""
-    if isinstance(node, DictConfig):
-        node = OmegaConf.to_container(node, resolve=False)
-    if isinstance(node, dict):
-        for key, value in node.items():
-            where = f"{path}{key}"
-            if where == "hydra":
-                continue
-            if key in WRITE_LOCATIONS:
-                yield where, value
-            else:
-                yield from write_locations(value, where + ".")
-    elif isinstance(node, list):
-        for index, item in enumerate(node):
-            yield from write_locations(item, f"{path}{index}.")
+def write_locations(node: Any) -> Iterator[tuple[str, Any]]:
+    """Every (key, unresolved value) of a key in WRITE_LOCATIONS, outside ``hydra``."""
+    return ((where + key, value) for where, key, value in entries(node)
+            if key in WRITE_LOCATIONS and not (where + key).startswith("hydra."))
 
 
 def group_choices(overrides: Sequence[str]) -> list[str]:
