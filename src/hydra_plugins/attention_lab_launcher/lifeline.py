@@ -1,7 +1,8 @@
 """A job's process ends with its sweep. When the launcher's main process is gone without stopping its jobs
 (SIGKILL, the out-of-memory killer), each job stops as on SIGTERM: at the end of its step, with a checkpoint,
 recorded as interrupted, so that ``resume=<sweep dir>`` continues it. Without this the jobs trained on as
-orphans (the fork server itself exits when the launcher does: multiprocessing closes it then).
+orphans, and so did the fork server: multiprocessing ends it once neither the launcher nor any process forked
+from it is left (each holds the fork server's "alive" pipe), so it exits after the last job.
 
 The launcher holds the write end of one pipe per job and never writes to it; the job watches the read end from
 a thread, and end of file means that its only holder, the launcher, has exited. A pipe rather than Linux's

@@ -13,7 +13,7 @@ state beyond what is pickled nor pays the imports again.
   at the end of their step, checkpoint and record their jobs as interrupted; no new job starts, and the main
   process exits 128 + signal once they have ended;
 - when the main process dies without a word (SIGKILL), the children notice (see :mod:`.lifeline`) and stop
-  as on SIGTERM; the fork server exits with it. The jobs that had not started have no dir yet: a resume of
+  as on SIGTERM; the fork server exits after them. The jobs that had not started have no dir yet: a resume of
   the sweep trains them, as it continues the interrupted ones.
 """
 
