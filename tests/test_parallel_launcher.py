@@ -151,6 +151,7 @@ def test_sigkill_of_the_sweep_stops_its_jobs_with_a_checkpoint_then_resume_finis
         steps.append(torch.load(path, map_location="cpu", weights_only=True)["global_step"])
         assert 10 <= steps[-1] < 100000
     assert not (sweep_dir / "2").exists()  # never started: nothing to record yet, the resume trains it
+    assert json.loads((sweep_dir / "sweep_summary.json").read_text())["counts"] == {"interrupted": 2}
 
     resumed = run_script(TRAIN, f"resume={sweep_dir}", f"max_steps={max(steps) + 20}", timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
