@@ -9,14 +9,36 @@ TORCH_INDEX ?=
 ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# `make test-min`: the lowest versions pyproject.toml allows for every direct dependency but torch, in a venv of
+# its own. torch stays the wheel of TORCH_SPEC: its floor (torch>=2.4) is not tested here.
+VENV_MIN ?= .venv-min
+MIN_BIN := $(VENV_MIN)/bin
+MIN_STAMP := $(VENV_MIN)/.installed
+MIN_TESTS ?= tests/test_configs.py tests/test_train.py tests/test_hparams.py tests/test_tensorboard_server.py \
+	tests/test_parallel_launcher.py tests/test_sweep_jobs.py tests/test_sweep_resume.py tests/test_compare.py \
+	tests/test_compare_records.py
 
-.PHONY: setup train test test-all lint reproduce bench slurm-up slurm-down clean
+.PHONY: setup train test test-all test-min lint reproduce bench slurm-up slurm-down clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(TORCH_INDEX)
 	$(BIN)/python -m pip install -q -e ".[sweeps,dev]"
 	touch $(STAMP)
+
+# Made anew each time, so that nothing newer is left from before. uv resolves the lowest direct versions; the
+# constraint names the installed torch with its local label (2.13.0+cpu), which no index serves, so the resolver
+# keeps that wheel and never downloads another torch.
+$(MIN_STAMP): pyproject.toml Makefile
+	rm -rf $(VENV_MIN)
+	$(PYTHON) -m venv $(VENV_MIN)
+	$(MIN_BIN)/python -m pip install -q "$(TORCH_SPEC)" $(TORCH_INDEX)
+	$(MIN_BIN)/python -m pip install -q uv
+	$(MIN_BIN)/python -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" > $(VENV_MIN)/torch.txt
+	$(MIN_BIN)/python -m uv pip install -q --python $(MIN_BIN)/python --resolution lowest-direct \
+		--constraint $(VENV_MIN)/torch.txt -e ".[sweeps,dev]"
+	$(MIN_BIN)/python -m uv pip list --python $(MIN_BIN)/python > $(VENV_MIN)/versions.txt
+	touch $(MIN_STAMP)
 
 setup: $(STAMP)  ## create .venv and install the project
 
@@ -28,6 +50,9 @@ test: setup  ## the test suite CI runs (slow tests excluded)
 
 test-all: setup  ## every test, the slow ones too
 	$(BIN)/python -m pytest $(ARGS)
+
+test-min: $(MIN_STAMP)  ## MIN_TESTS on the lowest allowed versions (ARGS, e.g. ARGS=tests/ for every test)
+	$(MIN_BIN)/python -m pytest -m "not slow" $(if $(ARGS),$(ARGS),$(MIN_TESTS))
 
 lint: setup
 	$(BIN)/ruff check src scripts tests
@@ -45,4 +70,4 @@ slurm-down:  ## stop that cluster (only the daemons slurm-up started)
 	scripts/slurm/down.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis src/*.egg-info
+	rm -rf $(VENV) $(VENV_MIN) .pytest_cache .ruff_cache .hypothesis src/*.egg-info

@@ -24,6 +24,12 @@ Everything comes from what the sweep wrote: sweep_summary.json, each job's run_i
 metrics.json and .hydra/ files, and Hydra's multirun.yaml. Status: as recorded (ok, failed,
 interrupted, running); ok when metrics.json exists; failed when a running job's process is gone;
 stale when a job has no record and nothing was written for --stale-minutes.
+
+A record that cannot be read (not JSON or YAML, a field of the wrong type) is left out and named in one
+"warning:" line on stderr, in the job's error cell and under compare.md's table; the rest is reported. NaN
+and infinite metrics are shown as nan/inf and are never the best. Cells are escaped for where they go: CSV
+text that a spreadsheet would run as a formula (=, +, -, @, tab, CR first) starts with an apostrophe,
+Markdown cells escape | and HTML, and the console shows rich markup as text.
 """
 
 import argparse
@@ -53,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sweep = collect_sweep(sweep_arg, metric=args.metric, stale_minutes=args.stale_minutes)
         out = output_dir(args.out, default=sweep.dir)  # before anything is printed
+        for line in sweep.problems:
+            print(f"warning: {line}", file=sys.stderr)
         console = Console(width=None if sys.stdout.isatty() else 200)
         console.print(rich_table(sweep))
         groups = seed_groups(sweep)
@@ -62,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     except ReviewError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, soft_wrap=True)
+    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, markup=False, soft_wrap=True)
     return 0
 
 

@@ -1,6 +1,7 @@
 """hydra/launcher=parallel (and =joblib): each job in a process of its own. A job whose process is killed (as by
 the out-of-memory killer) fails alone and the others finish; SIGTERM to the sweep stops every job with a
-checkpoint, and resume=<sweep dir> finishes them."""
+checkpoint, and resume=<sweep dir> finishes them; so does SIGKILL of the sweep's main process, whose jobs and
+fork server do not outlive it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -90,3 +92,72 @@ def test_sigterm_stops_every_job_with_a_checkpoint_then_resume_finishes_them(tmp
         assert info(sweep_dir / str(n))["attempts"] == 2
         assert f"resuming {sweep_dir / str(n)} from {checkpoints[n]}" in (sweep_dir / str(n) / "train.log").read_text()
         assert step < json.loads((sweep_dir / str(n) / "metrics.json").read_text())["global_step"] <= max(steps) + 20
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes under ``pid`` (its children, theirs, ...), from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return "(zombie)" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def test_sigkill_of_the_sweep_stops_its_jobs_with_a_checkpoint_then_resume_finishes_them(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    proc = start_sweep(sweep_dir, "max_steps=100000", "seed=0,1,2")  # 2 at a time: job 2 never starts
+    checkpoints = [sweep_dir / str(n) / "checkpoints" / "last.ckpt" for n in (0, 1)]
+    family: set[int] = set()
+    try:
+        wait_until(lambda: all(path.exists() for path in checkpoints), proc, "both jobs' first checkpoints")
+        family = descendants(proc.pid)  # the fork server, the two jobs (and multiprocessing's resource tracker)
+        jobs = {info(sweep_dir / str(n))["pid"] for n in (0, 1)}
+        assert jobs <= family and len(family) >= 3, (jobs, family)
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 120  # the jobs finish their step and save a checkpoint first
+        while any(alive(pid) for pid in family):
+            assert time.monotonic() < deadline, f"still running after the sweep was killed: {family}"
+            time.sleep(0.05)
+        stderr = proc.communicate(timeout=30)[1]  # every writer of the pipe has exited: no wait
+    finally:
+        for pid in family:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+    assert stderr.count(f"the sweep's main process (pid {proc.pid}) is gone") == 2, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    steps = []
+    for n, path in enumerate(checkpoints):
+        record = info(sweep_dir / str(n))
+        assert record["status"] == "interrupted" and "SIGTERM" in record["error"], record
+        steps.append(torch.load(path, map_location="cpu", weights_only=True)["global_step"])
+        assert 10 <= steps[-1] < 100000
+    assert not (sweep_dir / "2").exists()  # never started: nothing to record yet, the resume trains it
+    assert json.loads((sweep_dir / "sweep_summary.json").read_text())["counts"] == {"interrupted": 2}
+
+    resumed = run_script(TRAIN, f"resume={sweep_dir}", f"max_steps={max(steps) + 20}", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    assert summary["counts"] == {"ok": 3}, summary
+    for n, step in enumerate(steps):  # the interrupted jobs continued from their checkpoints
+        assert info(sweep_dir / str(n))["attempts"] == 2
+        assert step < json.loads((sweep_dir / str(n) / "metrics.json").read_text())["global_step"] <= max(steps) + 20
+    assert json.loads((sweep_dir / "2" / "metrics.json").read_text())["global_step"] == max(steps) + 20

@@ -6,7 +6,9 @@
 - :mod:`~attention_lab.review.grid`: the layers x heads heatmap grid as a PNG.
 - :mod:`~attention_lab.review.html_view`: a self-contained, bertviz-style interactive head view.
 - :mod:`~attention_lab.review.visualize`: what ``scripts/visualize.py`` does (PNG, HTML, TensorBoard).
+- :mod:`~attention_lab.review.records`: a sweep's JSON and YAML records, read with the types the review needs.
 - :mod:`~attention_lab.review.sweep`: one record per sweep job, from the files the project writes.
+- :mod:`~attention_lab.review.escape`: text from the records made safe for CSV, Markdown and rich.
 - :mod:`~attention_lab.review.compare`: those records as a rich table, CSV, Markdown and a bar chart.
 
 This package's ``__init__`` and ``cli`` stay light (no torch), so ``--help`` and argument errors are fast.

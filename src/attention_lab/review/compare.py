@@ -2,16 +2,19 @@
 validation metrics, parameter count, steps, wall time, status and error, as a rich table, CSV, Markdown
 and a bar chart of the optimized metric; and, when a configuration ran with several seeds, one row per
 configuration with mean ± std (n) of each metric and of steps_to_solve. No torch import: reports of big
-sweeps are quick.
+sweeps are quick. Every cell is escaped for where it goes (:mod:`attention_lab.review.escape`), and the records
+that could not be read are listed under the table.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 
 from attention_lab.review.cli import ReviewError
+from attention_lab.review.escape import csv_cell, markdown_cell, markdown_code, one_line
 from attention_lab.review.sweep import Group, Job, Sweep, mean_std, seed_groups
 
 
@@ -39,6 +42,14 @@ def _solve_cell(job: Job) -> str:
     return "never" if job.steps_to_solve is None else str(job.steps_to_solve)
 
 
+def error_text(job: Job) -> str:
+    """The job's error, and which of its records could not be read."""
+    if not job.unreadable:
+        return job.error
+    note = "unreadable: " + ", ".join(job.unreadable)
+    return f"{job.error} ({note})" if job.error else note
+
+
 def _solve_columns(sweep: Sweep) -> list[str]:
     return ["steps_to_solve"] if sweep.reports_solve else []
 
@@ -54,7 +65,8 @@ def table_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
         wall = format_seconds(job.wall_time_s)
         if job.status == "running" and job.wall_time_s is not None:
             wall += " so far"
-        error = job.error if len(job.error) <= 160 else job.error[:157] + "..."
+        error = error_text(job)
+        error = error if len(error) <= 160 else error[:157] + "..."
         solve = [_solve_cell(job)] if sweep.reports_solve else []
         rows.append([job.id, job.configuration, job.status, *metrics, *solve,
                      "—" if job.params is None else f"{int(job.params):,}",
@@ -72,54 +84,67 @@ def caption(sweep: Sweep) -> str:
     return " · ".join(parts)
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def markdown_table(header: list[str], rows: list[list[str]], overrides_column: int) -> list[str]:
-    """A Markdown table; the overrides column is set as code (except "(defaults)")."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    """A Markdown table, every cell escaped; the overrides column is set as code (except "(defaults)")."""
+    lines = ["| " + " | ".join(markdown_cell(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for row in rows:
-        cells = [_md_cell(c) for c in row]
-        if cells[overrides_column] != "(defaults)":
-            cells[overrides_column] = f"`{cells[overrides_column]}`"
+        cells = [markdown_code(c) if n == overrides_column and c != "(defaults)" else markdown_cell(c)
+                 for n, c in enumerate(row)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
+def unreadable_markdown(sweep: Sweep) -> list[str]:
+    if not sweep.problems:
+        return []
+    return ["", "## Unreadable records", "", "Left out of the table above:", "",
+            *[f"- {markdown_cell(line)}" for line in sweep.problems]]
+
+
 def to_markdown(sweep: Sweep) -> str:
     header, rows = table_rows(sweep)
-    lines = [f"Sweep `{sweep.dir.name}`: {caption(sweep)}", "", *markdown_table(header, rows, overrides_column=1)]
+    lines = [f"Sweep {markdown_code(sweep.dir.name)}: {markdown_cell(caption(sweep))}", "",
+             *markdown_table(header, rows, overrides_column=1), *unreadable_markdown(sweep)]
     return "\n".join(lines) + "\n"
 
 
+class CsvRows:
+    def __init__(self, writer) -> None:
+        self.writer = writer
+
+    def write(self, row: list) -> None:
+        self.writer.writerow([csv_cell(cell) for cell in row])
+
+
 def to_csv(sweep: Sweep) -> str:
-    """Raw values (no formatting): one row per job."""
+    """Raw values (no formatting): one row per job; text cells neutralised for spreadsheets."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["job", "overrides", "all_overrides", "status", *sweep.metric_names, *_solve_columns(sweep),
-                     "params", "steps", "wall_time_s", "best", "error", "dir"])
+    writer = csv.writer(buffer)  # RFC 4180 line ends (\r\n): a CR inside a cell is then quoted too
+    write = CsvRows(writer).write
+    write(["job", "overrides", "all_overrides", "status", *sweep.metric_names, *_solve_columns(sweep),
+           "params", "steps", "wall_time_s", "best", "error", "dir"])
     for job in sweep.jobs:  # steps_to_solve: empty when not reported, "never" when null
         solve = [_solve_cell(job).replace("—", "")] if sweep.reports_solve else []
-        writer.writerow([job.id, job.configuration, " ".join(job.overrides), job.status,
-                         *[job.metrics.get(name, "") for name in sweep.metric_names], *solve,
-                         "" if job.params is None else job.params, "" if job.steps is None else job.steps,
-                         "" if job.wall_time_s is None else job.wall_time_s, job.best, job.error, str(job.dir)])
+        write([job.id, job.configuration, " ".join(job.overrides), job.status,
+               *[job.metrics.get(name, "") for name in sweep.metric_names], *solve,
+               "" if job.params is None else job.params, "" if job.steps is None else job.steps,
+               "" if job.wall_time_s is None else job.wall_time_s, job.best, error_text(job), str(job.dir)])
     return buffer.getvalue()
 
 
 def rich_table(sweep: Sweep):
+    from rich.markup import escape
     from rich.table import Table
 
     header, rows = table_rows(sweep)
-    table = Table(title=f"Sweep {sweep.dir}", caption=caption(sweep), caption_justify="left")
+    table = Table(title=escape(f"Sweep {sweep.dir}"), caption=escape(caption(sweep)), caption_justify="left")
     styles = {"ok": "green", "failed": "bold red", "interrupted": "magenta", "running": "yellow", "stale": "magenta"}
     for name in header:
         numeric = name in sweep.metric_names or name in ("steps_to_solve", "params", "steps", "wall time")
-        table.add_column(name, justify="right" if numeric else "left", overflow="fold",
+        table.add_column(escape(name), justify="right" if numeric else "left", overflow="fold",
                          style="dim" if name == "error" else None)
     for job, row in zip(sweep.jobs, rows, strict=True):
-        row = list(row)
+        row = [escape(cell) for cell in row]  # text from the records is never markup
         row[2] = f"[{styles[job.status]}]{job.status}[/]"
         table.add_row(*row, style="bold" if job.best else None)
     return table
@@ -185,10 +210,11 @@ def groups_to_markdown(sweep: Sweep, groups: list[Group]) -> str:
 def groups_to_csv(sweep: Sweep, groups: list[Group]) -> str:
     """Raw values, one row per configuration: <metric>_mean, _std (empty below 2 values), _n."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer)  # RFC 4180 line ends (\r\n): a CR inside a cell is then quoted too
     stats = [f"{name}_{part}" for name in sweep.metric_names for part in ("mean", "std", "n")]
     solve = ["solved", "solve_reported", "steps_to_solve_mean", "steps_to_solve_std"] if sweep.reports_solve else []
-    writer.writerow(["configuration", "all_overrides", "seeds", "jobs", "ok", *stats, *solve])
+    write = CsvRows(writer).write
+    write(["configuration", "all_overrides", "seeds", "jobs", "ok", *stats, *solve])
     for group in groups:
         row = [group.configuration, " ".join(group.overrides), " ".join(group.seeds), group.total, len(group.ok)]
         for name in sweep.metric_names:
@@ -199,52 +225,65 @@ def groups_to_csv(sweep: Sweep, groups: list[Group]) -> str:
             solved, reporting = group.solve_steps()
             mean, std = mean_std([float(s) for s in solved])
             row += [len(solved), reporting, "" if mean is None else mean, "" if std is None else std]
-        writer.writerow(row)
+        write(row)
     return buffer.getvalue()
 
 
 def rich_group_table(sweep: Sweep, groups: list[Group]):
+    from rich.markup import escape
     from rich.table import Table
 
     header, rows = group_rows(sweep, groups)
     table = Table(title="Seeds: jobs that differ only in seed", caption="mean ± sample std (n) of the ok jobs",
                   caption_justify="left")
     for name in header:
-        table.add_column(name, justify="left" if name in ("configuration", "seeds", "jobs") else "right",
+        table.add_column(escape(name), justify="left" if name in ("configuration", "seeds", "jobs") else "right",
                          overflow="fold")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*[escape(cell) for cell in row])
     return table
+
+
+def bar_label(job: Job) -> str:
+    """The value at the end of a job's bar, or why it has none."""
+    if job.status != "ok" or job.value is None:
+        return job.status
+    return f"{job.value:.3f}" + (" ★ best" if job.best else "")
 
 
 def bar_chart(sweep: Sweep, path: Path) -> Path:
     """Horizontal bars of the optimized metric, one per configuration; failed/running jobs keep
-    their slot, labelled with their status; the best job is highlighted."""
+    their slot, labelled with their status; the best job is highlighted. A NaN or infinite value has no bar,
+    only its label. Labels are drawn as text: a ``$`` in an override is no math."""
     from matplotlib.figure import Figure
 
     jobs = sweep.jobs
-    labels = [f"{j.id}: {j.configuration}" for j in jobs]
+    labels = [one_line(f"{j.id}: {j.configuration}") for j in jobs]
     fig = Figure(figsize=(8.5, 1.6 + 0.42 * len(jobs)), dpi=100, layout="constrained")
     ax = fig.add_subplot()
-    values = [j.value if j.status == "ok" and j.value is not None else 0.0 for j in jobs]
+    drawn = [j.status == "ok" and j.value is not None and math.isfinite(j.value) for j in jobs]
+    values = [j.value if shown else 0.0 for j, shown in zip(jobs, drawn, strict=True)]
     colors = ["#2ca02c" if j.best else ("#1f77b4" if j.status == "ok" else "#cccccc") for j in jobs]
     positions = list(range(len(jobs)))
     ax.barh(positions, values, color=colors, height=0.65)
-    ax.set_yticks(positions, labels=[label if len(label) <= 48 else label[:45] + "..." for label in labels])
+    ax.set_yticks(positions, labels=[label if len(label) <= 48 else label[:45] + "..." for label in labels],
+                  parse_math=False)
     ax.invert_yaxis()  # job 0 on top, as in the table
-    finite = [v for j, v in zip(jobs, values, strict=True) if j.status == "ok"]
-    top = max(finite, default=1.0)
+    finite = [v for v, shown in zip(values, drawn, strict=True) if shown]
+    low, high = min([0.0, *finite]), max([0.0, *finite])
     bounded = sweep.metric.endswith("acc") or "accuracy" in sweep.metric
-    ax.set_xlim(0, 1.22 if bounded and top <= 1 else (top * 1.25 if top > 0 else 1.0))  # room for the labels
-    if bounded and top <= 1:
+    if bounded and 0 <= low and high <= 1:
+        ax.set_xlim(0, 1.22)  # room for the labels
         ax.set_xticks([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    else:
+        span = (high - low) or 1.0
+        ax.set_xlim(low - (0.05 * span if low < 0 else 0), high + 0.25 * span)
     for pos, job, value in zip(positions, jobs, values, strict=True):
-        text = f"{value:.3f}" + (" ★ best" if job.best else "") if job.status == "ok" and job.value is not None else job.status
-        ax.text(value + ax.get_xlim()[1] * 0.01, pos, text, va="center", fontsize=9,
-                color="black" if job.status == "ok" else "#b22222")
+        ax.text(max(value, 0.0) + ax.get_xlim()[1] * 0.01, pos, bar_label(job), va="center", fontsize=9,
+                color="black" if job.status == "ok" else "#b22222", parse_math=False)
     arrow = "higher is better" if sweep.direction == "maximize" else "lower is better"
-    ax.set_xlabel(f"{sweep.metric} ({arrow})")
-    ax.set_title(f"{sweep.metric} per configuration · {sweep.dir.name}", fontsize=11)
+    ax.set_xlabel(f"{sweep.metric} ({arrow})", parse_math=False)
+    ax.set_title(f"{sweep.metric} per configuration · {sweep.dir.name}", fontsize=11, parse_math=False)
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     fig.savefig(path)

@@ -10,6 +10,8 @@ ok | failed | interrupted | running, ``error``, ``wall_time_s``, ``pid`` and ``h
 A job without a recorded status is ``ok`` once its ``metrics.json`` exists; a ``running`` job whose
 process is gone is ``failed``; a job without any record is ``running`` while its files still change
 and ``stale`` once nothing was written for ``stale_minutes``. No torch import: big sweeps read quickly.
+A record that cannot be read (see :mod:`attention_lab.review.records`) is left out and named in
+``Sweep.problems``, one line each; the job's row says which of its files those were.
 
 :func:`seed_groups` groups the jobs whose overrides are equal except for ``seed=``: the repeats of one
 configuration (``python scripts/train.py -m ... seed=0,1,2``), summarised as mean ± sample std and n.
@@ -28,10 +30,22 @@ from pathlib import Path
 from typing import Any
 
 from attention_lab.review.cli import ReviewError
-from attention_lab.run.files import MULTIRUN_RECORD, SUMMARY, read_json
+from attention_lab.review.records import (
+    Unreadable,
+    amount,
+    load_json,
+    load_yaml,
+    mapping,
+    metric_values,
+    shown,
+    strings,
+    text,
+)
+from attention_lab.run.files import METRICS, MULTIRUN_RECORD, RUN_INFO, SAVED_CONFIG, SAVED_OVERRIDES, SUMMARY
 
 RECORDED_STATUSES = ("ok", "failed", "interrupted", "running")  # what run_info.json and the summary hold
 STATUSES = (*RECORDED_STATUSES, "stale")
+STARTING = "starting"  # run_info.json while a run claims its dir: shown as running
 
 
 @dataclass
@@ -50,6 +64,7 @@ class Job:
     best: bool = False
     reports_solve: bool = False  # metrics.json has steps_to_solve (a number, or null: never solved)
     steps_to_solve: int | None = None
+    unreadable: list[str] = field(default_factory=list)  # its files named in Sweep.problems
 
     @property
     def value(self) -> float | None:
@@ -65,6 +80,7 @@ class Sweep:
     common_overrides: list[str]
     sweep_overrides: list[str]  # the sweep's command line (multirun.yaml), e.g. heads=1,2
     metric_names: list[str]  # val/* then ood/* columns, the optimized metric (maybe a head score) first
+    problems: list[str] = field(default_factory=list)  # one line per record that could not be read
 
     def counts(self) -> dict[str, int]:
         return {s: sum(j.status == s for j in self.jobs) for s in STATUSES if any(j.status == s for j in self.jobs)}
@@ -110,7 +126,8 @@ class Group:
         return [seed_of(j) or "default" for j in self.jobs]
 
     def values(self, name: str) -> list[float]:
-        return [j.metrics[name] for j in self.ok if name in j.metrics]
+        """The finite values of the ok jobs (a NaN or infinite one has no mean: it counts as missing)."""
+        return [j.metrics[name] for j in self.ok if name in j.metrics and math.isfinite(j.metrics[name])]
 
     def solve_steps(self) -> tuple[list[int], int]:
         """The steps_to_solve of the ok jobs that solved the task, and how many ok jobs report it."""
@@ -133,38 +150,58 @@ def seed_groups(sweep: Sweep) -> list[Group]:
 
 # ---------------------------------------------------------------------------------------------- files
 
-def read_yaml(path: Path) -> Any:
-    if not path.is_file():
-        return None
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-
-
-def natural_key(text: str) -> list:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+def natural_key(name: str) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def find_job_dirs(sweep_dir: Path) -> list[Path]:
     """Directories holding a job's ``.hydra/overrides.yaml`` (any depth), in natural order."""
-    dirs = {p.parent.parent for p in sweep_dir.rglob(".hydra/overrides.yaml")} - {sweep_dir}
+    dirs = {p.parent.parent for p in sweep_dir.rglob(SAVED_OVERRIDES.as_posix())} - {sweep_dir}
     return sorted(dirs, key=lambda p: natural_key(p.relative_to(sweep_dir).as_posix()))
 
 
-def load_summary(sweep_dir: Path) -> dict[str, dict]:
-    """The entries of ``sweep_summary.json``, keyed by job number and by the name of the job's directory."""
+def load_summary(sweep_dir: Path, unreadable: Unreadable | None = None) -> dict[str, dict]:
+    """The entries of ``sweep_summary.json``, keyed by job number and by the name of the job's directory; each
+    entry's fields checked (``status``, ``error``, ``metrics``, ``output_dir``, ``wall_time_s``)."""
+    unreadable = unreadable or Unreadable(sweep_dir)
+    path = sweep_dir / SUMMARY
+    jobs = load_json(path, unreadable).get("jobs")
+    if jobs is None:
+        return {}
+    if not isinstance(jobs, list):
+        unreadable.add(path, f"jobs is {shown(jobs)}, not a list; ignored")
+        return {}
     entries: dict[str, dict] = {}
-    for entry in read_json(sweep_dir / SUMMARY).get("jobs", []):
-        if entry.get("job") is not None:
-            entries[str(entry["job"])] = entry
-        if entry.get("output_dir"):
-            entries.setdefault(Path(entry["output_dir"]).name, entry)
+    for n, entry in enumerate(jobs):
+        where = f"jobs[{n}]."
+        if not isinstance(entry, dict):
+            unreadable.add(path, f"jobs[{n}] is {shown(entry)}, not an object; ignored")
+            continue
+        job = entry.get("job")
+        if job is not None and (isinstance(job, bool) or not isinstance(job, (int, str))):
+            unreadable.add(path, f"{where}job is {shown(job)}, not a job number; ignored")
+            job = None
+        checked = {"status": text(entry, "status", path, unreadable, where),
+                   "error": text(entry, "error", path, unreadable, where),
+                   "metrics": mapping(entry, "metrics", path, unreadable, where),
+                   "output_dir": text(entry, "output_dir", path, unreadable, where),
+                   "wall_time_s": amount(entry, "wall_time_s", path, unreadable, where=where)}
+        if job is not None:
+            entries[str(job)] = checked
+        if checked["output_dir"]:
+            entries.setdefault(Path(checked["output_dir"]).name, checked)
     return entries
 
 
-def recorded_status(record: dict) -> str | None:
+def recorded_status(record: dict, path: Path | None = None, unreadable: Unreadable | None = None) -> str | None:
     status = record.get("status")
-    return status if status in RECORDED_STATUSES else None
+    if status == STARTING:
+        return "running"
+    if status is None or status in RECORDED_STATUSES:
+        return status
+    if unreadable is not None and path is not None:
+        unreadable.add(path, f"status is {shown(status)}, not one of {', '.join(RECORDED_STATUSES)}; ignored")
+    return None
 
 
 def last_line(error: str | None) -> str:
@@ -173,10 +210,20 @@ def last_line(error: str | None) -> str:
     return lines[-1] if lines else ""
 
 
-def process_gone(info: dict) -> bool:
+PID_MAX = 1 << 22  # Linux's highest pid_max: a larger "pid" names no process
+
+
+def recorded_pid(info: dict, path: Path, unreadable: Unreadable) -> int | None:
+    pid = info.get("pid")
+    if pid is None or (isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < PID_MAX):
+        return pid
+    unreadable.add(path, f"pid is {shown(pid)}, not a process id; ignored")
+    return None
+
+
+def process_gone(pid: int | None, host: str | None) -> bool:
     """True when run_info.json names a process of this host that no longer exists."""
-    pid, host = info.get("pid"), info.get("host")
-    if not isinstance(pid, int) or host != socket.gethostname():
+    if pid is None or host != socket.gethostname():
         return False
     try:
         os.kill(pid, 0)
@@ -187,43 +234,57 @@ def process_gone(info: dict) -> bool:
     return False
 
 
+def mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed meanwhile, or a dangling link
+        return None
+
+
 def last_write(job_dir: Path) -> float:
-    times = [p.stat().st_mtime for p in job_dir.rglob("*") if p.is_file()]
-    return max(times, default=job_dir.stat().st_mtime)
+    times = [t for t in (mtime(p) for p in job_dir.rglob("*")) if t is not None]
+    return max(times, default=mtime(job_dir) or 0.0)
 
 
 def started(job_dir: Path) -> float:
-    config = job_dir / ".hydra" / "config.yaml"
-    return (config if config.exists() else job_dir).stat().st_mtime
+    return mtime(job_dir / SAVED_CONFIG) or mtime(job_dir) or time.time()
 
 
 # ---------------------------------------------------------------------------------------------- jobs
 
-def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict]) -> Job:
+def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict], unreadable: Unreadable | None = None) -> Job:
+    unreadable = unreadable or Unreadable(sweep_dir)
     job_id = job_dir.relative_to(sweep_dir).as_posix()
-    overrides = [str(o) for o in (read_yaml(job_dir / ".hydra" / "overrides.yaml") or [])]
-    config = read_yaml(job_dir / ".hydra" / "config.yaml") or {}
-    job = Job(id=job_id, dir=job_dir, overrides=overrides, optimized_metric=config.get("optimized_metric"))
+    files = {name: job_dir / name for name in (SAVED_OVERRIDES, SAVED_CONFIG, RUN_INFO, METRICS)}
+    overrides = strings(load_yaml(files[SAVED_OVERRIDES], unreadable, list), "the list", files[SAVED_OVERRIDES],
+                        unreadable)
+    config = load_yaml(files[SAVED_CONFIG], unreadable, dict)
+    job = Job(id=job_id, dir=job_dir, overrides=overrides,
+              optimized_metric=text(config, "optimized_metric", files[SAVED_CONFIG], unreadable))
     entry = summary.get(job_id) or summary.get(job_dir.name) or {}
-    info = read_json(job_dir / "run_info.json")
-    metrics = read_json(job_dir / "metrics.json") or entry.get("metrics") or {}
-    status = recorded_status(entry) or recorded_status(info)
+    info = load_json(files[RUN_INFO], unreadable)
+    metrics, metrics_path = load_json(files[METRICS], unreadable), files[METRICS]
+    if not metrics:
+        metrics, metrics_path = entry.get("metrics") or {}, sweep_dir / SUMMARY
+    status = recorded_status(entry, sweep_dir / SUMMARY, unreadable) or recorded_status(info, files[RUN_INFO], unreadable)
     if metrics:
-        job.metrics = {k: float(v) for k, v in metrics.items() if k.startswith(("val/", "ood/"))
-                       and isinstance(v, (int, float))}
+        job.metrics = metric_values(metrics, metrics_path, unreadable, ("val/", "ood/"))
         job.metrics.update(best_head_scores(metrics))
-        job.params, job.steps = metrics.get("params"), metrics.get("global_step")
+        job.params = amount(metrics, "params", metrics_path, unreadable, whole=True)
+        job.steps = amount(metrics, "global_step", metrics_path, unreadable, whole=True)
         if "steps_to_solve" in metrics:
-            solve = metrics["steps_to_solve"]
             job.reports_solve = True
-            job.steps_to_solve = int(solve) if isinstance(solve, (int, float)) and math.isfinite(solve) else None
+            job.steps_to_solve = amount(metrics, "steps_to_solve", metrics_path, unreadable, whole=True)
         status = status or "ok"
-    job.wall_time_s = info.get("wall_time_s") if info.get("wall_time_s") is not None else entry.get("wall_time_s")
-    job.error = last_line(entry.get("error") or info.get("error"))
-    if status == "running" and not metrics and process_gone(info):
+    wall = amount(info, "wall_time_s", files[RUN_INFO], unreadable)
+    job.wall_time_s = wall if wall is not None else entry.get("wall_time_s")
+    job.error = last_line(entry.get("error") or text(info, "error", files[RUN_INFO], unreadable))
+    pid = recorded_pid(info, files[RUN_INFO], unreadable)
+    if status == "running" and not metrics and process_gone(pid, text(info, "host", files[RUN_INFO], unreadable)):
         status = "failed"
-        job.error = job.error or f"the job's process (pid {info['pid']}) is gone without reporting a result"
+        job.error = job.error or f"the job's process (pid {pid}) is gone without reporting a result"
     job.status = status or "running"
+    job.unreadable = unreadable.about(files.values())
     return job
 
 
@@ -239,13 +300,15 @@ def mark_unfinished(jobs: list[Job], stale_minutes: float, now: float) -> None:
             job.wall_time_s = round(now - started(job.dir), 1)
 
 
-def direction_of(multirun: dict | None, metric: str) -> str:
-    """The sweeper's direction (multirun.yaml), else a guess from the metric's name."""
-    direction = (((multirun or {}).get("hydra") or {}).get("sweeper") or {}).get("direction")
-    if isinstance(direction, list):
+def direction_of(hydra: dict, metric: str, path: Path, unreadable: Unreadable) -> str:
+    """The sweeper's direction (multirun.yaml's hydra.sweeper.direction), else a guess from the metric's name."""
+    direction = mapping(hydra, "sweeper", path, unreadable, "hydra.").get("direction")
+    if isinstance(direction, list):  # a multi-objective study: its first objective
         direction = direction[0] if direction else None
     if direction in ("minimize", "maximize"):
         return direction
+    if direction is not None:
+        unreadable.add(path, f"hydra.sweeper.direction is {shown(direction)}, not minimize or maximize; ignored")
     return "minimize" if re.search(r"loss|error|perplexity|entropy", metric) else "maximize"
 
 
@@ -255,7 +318,8 @@ def best_head_scores(metrics: dict[str, Any]) -> dict[str, float]:
     best: dict[str, float] = {}
     for key, value in metrics.items():
         parts = key.split("/")
-        if len(parts) == 4 and parts[0] == "head_score" and isinstance(value, (int, float)):
+        if len(parts) == 4 and parts[0] == "head_score" and isinstance(value, (int, float)) \
+                and not isinstance(value, bool) and math.isfinite(value):
             name = f"head_score/{parts[1]}/max"
             best[name] = max(best.get(name, -math.inf), float(value))
     return best
@@ -270,15 +334,17 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
     if not job_dirs:
         raise ReviewError(f"{sweep_dir} holds no job directories (*/.hydra/overrides.yaml): "
                           "pass the directory a `train.py -m` sweep wrote")
-    multirun = read_yaml(sweep_dir / MULTIRUN_RECORD)
-    summary = load_summary(sweep_dir)
-    jobs = [read_job(sweep_dir, d, summary) for d in job_dirs]
+    unreadable = Unreadable(sweep_dir)
+    multirun = load_yaml(sweep_dir / MULTIRUN_RECORD, unreadable, dict)
+    summary = load_summary(sweep_dir, unreadable)
+    jobs = [read_job(sweep_dir, d, summary, unreadable) for d in job_dirs]
     mark_unfinished(jobs, stale_minutes, time.time() if now is None else now)
 
     metric = metric or next((j.optimized_metric for j in jobs if j.optimized_metric), None) or "val/seq_acc"
     for job in jobs:
         job.optimized_metric = metric
-    direction = direction_of(multirun, metric)
+    hydra = mapping(multirun, "hydra", sweep_dir / MULTIRUN_RECORD, unreadable)
+    direction = direction_of(hydra, metric, sweep_dir / MULTIRUN_RECORD, unreadable)
     # val/*, then ood/*; a head score only when asked for (--metric head_score/induction/max): tables stay narrow.
     names = sorted({k for j in jobs for k in j.metrics if k.startswith(("val/", "ood/"))},
                    key=lambda k: (k.startswith("ood/"), k))
@@ -289,10 +355,12 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
     common = [o for o in jobs[0].overrides if all(o in j.overrides for j in jobs)] if len(jobs) > 1 else []
     for job in jobs:
         job.configuration = " ".join(o for o in job.overrides if o not in common) or "(defaults)"
-    values = [j.value for j in jobs if j.status == "ok" and j.value is not None and not math.isnan(j.value)]
+    # A NaN or infinite value is shown as it is, but is never the best.
+    values = [j.value for j in jobs if j.status == "ok" and j.value is not None and math.isfinite(j.value)]
     if values:
         best = (max if direction == "maximize" else min)(values)
         for job in jobs:
             job.best = job.status == "ok" and job.value == best
-    sweep_overrides = [str(o) for o in (((multirun or {}).get("hydra") or {}).get("overrides") or {}).get("task", [])]
-    return Sweep(sweep_dir, jobs, metric, direction, common, sweep_overrides, metric_names)
+    recorded = mapping(hydra, "overrides", sweep_dir / MULTIRUN_RECORD, unreadable, "hydra.")
+    sweep_overrides = strings(recorded.get("task"), "hydra.overrides.task", sweep_dir / MULTIRUN_RECORD, unreadable)
+    return Sweep(sweep_dir, jobs, metric, direction, common, sweep_overrides, metric_names, unreadable.lines)

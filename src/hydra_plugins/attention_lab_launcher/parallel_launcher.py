@@ -11,7 +11,10 @@ state beyond what is pickled nor pays the imports again.
   the sweeper gets ``None``, as attention_lab's task function returns for a failed job, so the sweep goes on;
 - SIGTERM or SIGINT to the sweep's main process is forwarded as SIGTERM to the running children, which stop
   at the end of their step, checkpoint and record their jobs as interrupted; no new job starts, and the main
-  process exits 128 + signal once they have ended.
+  process exits 128 + signal once they have ended;
+- when the main process dies without a word (SIGKILL), the children notice (see :mod:`.lifeline`) and stop
+  as on SIGTERM; the fork server exits after them. The jobs that had not started have no dir yet: a resume of
+  the sweep trains them, as it continues the interrupted ones.
 """
 
 # No `from __future__ import annotations`: Hydra executes plugin modules outside sys.modules while scanning,
@@ -36,6 +39,8 @@ from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrid
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from hydra_plugins.attention_lab_launcher.lifeline import watch_launcher
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +97,25 @@ def ended_without_value(overrides: Sequence[str]) -> JobReturn:
     return ret
 
 
-def run_in_child(payload: bytes, num: int, overrides: list[str], result: Connection) -> None:
+def report(result: Connection, ret: JobReturn, overrides: list[str]) -> None:
+    """Send the job's return to the launcher, or the plain one when it cannot be pickled."""
+    for value in (ret, ended_without_value(overrides)):
+        try:
+            result.send(value)
+            return
+        except OSError:  # the launcher is gone: nobody to tell, the job's records say how it ended
+            return
+        except Exception:  # noqa: BLE001 - an unpicklable return value or exception: the job still ended
+            continue
+
+
+def run_in_child(payload: bytes, num: int, overrides: list[str], result: Connection, lifeline: Connection,
+                 launcher_pid: int) -> None:
     """The child process: one job through ``run_job`` (as hydra-joblib-launcher's ``execute_job`` does)."""
     # Ctrl-C in a terminal reaches every process of the group; the parent passes it on as SIGTERM. Until the task
     # function installs its own handlers, a job starting up ignores it rather than dying with a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    watch_launcher(lifeline, launcher_pid)
     setup_globals()
     hydra_context, config, task_function, singleton_state = cloudpickle.loads(payload)
     Singleton.set_state(singleton_state)
@@ -108,10 +127,7 @@ def run_in_child(payload: bytes, num: int, overrides: list[str], result: Connect
     except SystemExit as stop:  # the task function ended the process (an interrupted run: 128 + signal)
         code = stop.code if isinstance(stop.code, int) else 1
         ret = ended_without_value(overrides)
-    try:
-        result.send(ret)
-    except Exception:  # noqa: BLE001 - an unpicklable return value or exception: the job still ended
-        result.send(ended_without_value(overrides))
+    report(result, ret, overrides)
     result.close()
     sys.exit(code)
 
@@ -119,7 +135,7 @@ def run_in_child(payload: bytes, num: int, overrides: list[str], result: Connect
 class StopForwarding:
     """While the jobs run: SIGTERM/SIGINT to this process are passed on as SIGTERM to the live children."""
 
-    def __init__(self, children: dict[Connection, tuple[int, Any]]) -> None:
+    def __init__(self, children: dict[Connection, tuple[int, Any, Connection]]) -> None:
         self.children, self.signum, self.previous = children, None, {}
 
     def handler(self, signum: int, frame: Any) -> None:
@@ -127,7 +143,7 @@ class StopForwarding:
             self.signum = signum
             log.warning("%s received: stopping the running jobs (each saves a checkpoint); no new job starts",
                         signal.Signals(signum).name)
-        for _, process in self.children.values():
+        for _, process, _ in self.children.values():
             if process.is_alive():
                 os.kill(process.pid, signal.SIGTERM)
 
@@ -169,21 +185,24 @@ class ParallelLauncher(Launcher):
         context.set_forkserver_preload(self.preload)
         pending = list(enumerate(job_overrides))
         returns: list[JobReturn | None] = [None] * len(job_overrides)
-        running: dict[Connection, tuple[int, Any]] = {}
+        running: dict[Connection, tuple[int, Any, Connection]] = {}
         with StopForwarding(running) as stop:
             while running or (pending and stop.signum is None):
                 while pending and len(running) < self.n_jobs and stop.signum is None:
                     idx, overrides = pending.pop(0)
                     log.info("\t#%d : %s", initial_job_idx + idx, " ".join(filter_overrides(overrides)))
                     receiver, sender = context.Pipe(duplex=False)
+                    lifeline, keeper = context.Pipe(duplex=False)  # this process holds the only writer: see lifeline
                     process = context.Process(target=run_in_child, args=(
-                        payload, initial_job_idx + idx, list(overrides), sender))
+                        payload, initial_job_idx + idx, list(overrides), sender, lifeline, os.getpid()))
                     process.start()
                     sender.close()  # the child holds the only writer: its death reads as end of file here
-                    running[receiver] = (idx, process)
+                    lifeline.close()
+                    running[receiver] = (idx, process, keeper)
                 for receiver in wait(list(running)):
-                    idx, process = running.pop(receiver)
+                    idx, process, keeper = running.pop(receiver)
                     returns[idx] = self.collect(receiver, process, initial_job_idx + idx, job_overrides[idx])
+                    keeper.close()  # after the child has ended: closed earlier, the child would stop itself
         if stop.signum is not None:
             sys.exit(128 + stop.signum)
         return [ret for ret in returns if ret is not None]
