@@ -161,9 +161,9 @@ def test_cancelled_and_warned_jobs_are_recorded_and_their_sweep_ends(tmp_path: P
     sweep = start_sweep(sweep_dir, *ENDLESS, "model=self,multihead")
     infos = [sweep_dir / str(job) / "run_info.json" for job in (0, 1)]
     try:
-        wait_for(lambda: all(i.is_file() and read(i).get("status") == "running" for i in infos), 90,
-                 "the jobs did not start")
-        time.sleep(3)  # a few steps into training
+        # Training, past its first validation: each job's last.ckpt exists (written at every validation).
+        checkpoints = [sweep_dir / str(job) / "checkpoints" / "last.ckpt" for job in (0, 1)]
+        wait_for(lambda: all(c.is_file() for c in checkpoints), 180, "the jobs did not reach their first validation")
         cancelled, warned = job_ids(sweep_dir)  # array indices 0 and 1: the sweep's jobs 0 and 1
         subprocess.run(["scancel", cancelled], check=True, timeout=30)
         subprocess.run(["scancel", "--signal=USR2", warned], check=True, timeout=30)
