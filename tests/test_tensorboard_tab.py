@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tab_runs import XSS, write_run
 
 ROUTE = "/data/plugin/attention_lab"
