@@ -108,6 +108,28 @@ def test_friendly_errors_never_a_traceback(client, caplog):
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
 
 
+@pytest.mark.parametrize(("logdir", "run", "expected"), [
+    ("outputs", "runs/d/t/tensorboard/heads=3", "outputs/runs/d/t"),
+    ("outputs", "multirun/d/t/2/tensorboard", "outputs/multirun/d/t/2"),
+    ("outputs/runs/d/t/tensorboard/heads=3", ".", "outputs/runs/d/t"),  # TensorBoard over one run's events
+    ("outputs", "some/dir", "outputs/some/dir"),
+])
+def test_run_dir_of_a_tensorboard_run(tmp_path, logdir, run, expected):
+    from attention_lab.tensorboard_plugin.sentence import run_dir_of
+
+    assert run_dir_of(str(tmp_path / logdir), run) == (tmp_path / expected).resolve()
+
+
+def test_run_dir_outside_the_logdir_is_refused(tmp_path):
+    from attention_lab.tensorboard_plugin.sentence import SentenceError, run_dir_of
+
+    with pytest.raises(SentenceError) as refused:
+        run_dir_of(str(tmp_path / "outputs"), "../elsewhere/tensorboard/x")
+    assert refused.value.status == 404 and "not inside the log directory" in refused.value.reason
+    with pytest.raises(SentenceError, match="needs TensorBoard started with --logdir"):
+        run_dir_of("", "runs/x")
+
+
 def test_page_files_are_shipped_and_the_renderer_shared(client):
     from attention_lab.review import html_view
     from attention_lab.tensorboard_plugin.plugin import PAGE_FILES

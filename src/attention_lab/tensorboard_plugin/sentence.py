@@ -24,20 +24,15 @@ class SentenceError(Exception):
 
 
 def run_dir_of(logdir: str, run: str) -> Path:
-    """The run dir holding TensorBoard run ``run``: ``<run dir>/tensorboard/<name>`` -> ``<run dir>``. The run
-    must lie inside ``logdir``."""
+    """The run dir holding TensorBoard run ``run``: ``<run dir>/tensorboard/<name>`` -> ``<run dir>``, also when
+    ``logdir`` is a run's own ``tensorboard/<name>``. The run must lie inside ``logdir``."""
     if not logdir:
         raise SentenceError("the sentence box needs TensorBoard started with --logdir (not --logdir_spec)")
     root = Path(logdir).expanduser().resolve()
     path = (root / run).resolve()
     if path != root and root not in path.parents:
         raise SentenceError(f"run {run!r} is not inside the log directory", status=404)
-    for folder in (path, *path.parents):
-        if folder.name == "tensorboard":
-            return folder.parent
-        if folder == root:
-            break
-    return path
+    return next((folder.parent for folder in (path, *path.parents) if folder.name == "tensorboard"), path)
 
 
 class SentenceModels:
