@@ -72,7 +72,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         return True
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
-        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="attention", disable_reload=True)
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="attention")
 
     def get_plugin_apps(self) -> dict:
         apps = {route: self.page_file(path) for route, path in PAGE_FILES.items()}

