@@ -62,7 +62,7 @@ class SentenceModels:
             import torch
 
             # The models are tiny: with a thread per core, each small op waits on the others (spin-waits
-            # on a busy machine); one thread answers a sentence 6x sooner here (39 ms against 243 ms).
+            # on a busy machine); one thread answers a sentence several times sooner (29 ms against 243 ms).
             torch.set_num_threads(1)
             try:
                 module, step = load_module(files)
