@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tab_runs import XSS, write_run
+from tab_runs import XSS, fake_weights, write_run
 
 ROUTE = "/data/plugin/attention_lab"
 WORDS = ["Life", "is", XSS, "<unk>"]
@@ -71,9 +71,8 @@ def test_runs_say_which_have_maps(client):
 
 
 @pytest.mark.parametrize(("asked", "shown"), [(None, 100), ("100", 100), ("75", 50), ("0", 0), ("-5", 0)])
-def test_maps_of_the_step_logged_at_or_before(client, logdir, asked, shown):
-    written = write_run(logdir / "unused", steps=[shown], words=WORDS)[shown]  # the same weights, regenerated
-    shutil.rmtree(logdir / "unused")
+def test_maps_of_the_step_logged_at_or_before(client, asked, shown):
+    written = fake_weights(shown, 2, 3, len(WORDS), len(WORDS))  # what write_run wrote at that step
     params = {"run": NEW} if asked is None else {"run": NEW, "step": asked}
     data = get(client, "maps", **params).get_json()
     assert data["steps"] == [0, 50, 100] and data["step"] == shown
