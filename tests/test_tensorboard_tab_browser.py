@@ -86,7 +86,11 @@ def test_tab_is_listed_in_tensorboard(chromium, tensorboard):
 
 
 def test_maps_render_for_two_runs_side_by_side(chromium, tensorboard):
+    chromium.send("Network.enable")
     runs = open_tab(chromium, tensorboard)
+    requests = [e["params"]["request"]["url"] for e in chromium.events if e.get("method") == "Network.requestWillBeSent"]
+    assert any(url.endswith("/head_view.js") for url in requests)
+    assert all(url.startswith((tensorboard.base_url, "about:")) for url in requests), requests  # works offline
     first, second = (r["run"] for r in runs[:2])
     assert chromium.evaluate(f"[{panel(0)}.dataset.run, {panel(1)}.dataset.run]") == [first, second]
     boxes = chromium.evaluate("[...document.querySelectorAll('section.panel')].map(p => {"
