@@ -66,8 +66,8 @@ export async function render() {
   const flag = document.createElement("code");
   flag.textContent = "--samples_per_plugin=attention_lab=0";
   status.replaceChildren("Attention of the probe sentence at every logged step, or of any sentence through the " +
-    "run's checkpoint. Click a small map to enlarge it; hover a cell for its words and weight. TensorBoard " +
-    "keeps 10 logged steps per run unless started with ", flag, ".");
+    "run's checkpoint. Click a small map to enlarge it; hover a cell for its words and weight. Missing steps? " +
+    "TensorBoard's Python loader (--load_fast=false) keeps 10 per run unless started with ", flag, ".");
   document.body.append(controls.bar, panels);
   await showRuns(chosen[0], chosen[1]);
   document.body.dataset.ready = "true";
