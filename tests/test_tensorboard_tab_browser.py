@@ -201,5 +201,10 @@ def test_xss_probe_and_run_name_stay_text_and_messages_replace_blank_panels(chro
     type_sentence(chromium, XSS)  # the XSS run has no checkpoint: a message, not a blank panel
     wait_for(chromium, f"{panel(0)}.dataset.state === 'message'", "the missing checkpoint's message")
     assert "has no checkpoint" in chromium.evaluate(f"{panel(0)}.querySelector('.message').textContent")
+    assert axis == chromium.evaluate(f"[...{panel(0)}.querySelectorAll('svg.heatmap.large text.axis-word')]"
+                                     ".map(t => t.textContent)")  # its logged maps stay under the message
+    chromium.click(*chromium.center_of("button.sentence-clear"))
+    assert chromium.evaluate(f"[{panel(0)}.dataset.state, {panel(1)}.dataset.state]") == ["maps", "message"]
+    assert "no attention records" in chromium.evaluate(f"{panel(1)}.querySelector('.message').textContent")
     no_dialogs_or_images(chromium)
     assert "Traceback" not in tensorboard.log_path.read_text()

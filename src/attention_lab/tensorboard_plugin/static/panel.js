@@ -51,8 +51,8 @@ export function createPanel(run, api) {
   body.append(source, hoverInfo, overview, detail, tooltip);
   root.append(title, message, body);
 
-  const state = { steps: [], shown: null, data: null, sentence: null, selected: { layer: 0, head: 0 },
-                  request: 0, cache: new Map(), headView: null };
+  const state = { steps: [], data: null, sentence: null, selected: { layer: 0, head: 0 }, request: 0,
+                  cache: new Map(), headView: null, runMessage: "" };  // runMessage: why the run has no maps
 
   function say(text) {
     message.textContent = text || "";
@@ -104,7 +104,8 @@ export function createPanel(run, api) {
     async load() {
       const reply = await fetchStep(null);
       if (!reply.ok) {
-        say(reply.data.error);
+        state.runMessage = reply.data.error;
+        say(state.runMessage);
         root.dataset.state = "message";
         return [];
       }
@@ -121,7 +122,8 @@ export function createPanel(run, api) {
       if (request !== state.request) return;  // a newer step was asked for meanwhile
       if (!reply.ok) { say(reply.data.error); root.dataset.state = "message"; return; }
       state.data = reply.data;
-      say(logged > step ? "no maps at or before step " + step + ": showing the first logged step" : "");
+      if (!state.sentence)  // the sentence's notes stay while its maps are shown
+        say(logged > step ? "no maps at or before step " + step + ": showing the first logged step" : "");
       draw();
       await loadScores(reply.data.step);
       if (request !== state.request) return;
@@ -133,12 +135,23 @@ export function createPanel(run, api) {
       root.dataset.state = "loading";
       const reply = await api.get("sentence", { run, text });
       if (request !== state.request) return;
-      if (!reply.ok) { say(reply.data.error); root.dataset.state = "message"; return; }
+      if (!reply.ok) {  // the message, over the run's own maps (if any), never an earlier sentence's
+        state.sentence = null;
+        draw();
+        say(reply.data.error);
+        root.dataset.state = "message";
+        return;
+      }
       state.sentence = reply.data;
       say(reply.data.notes.join("; "));
       draw();
       root.dataset.state = "maps";
     },
-    clearSentence() { state.sentence = null; say(""); draw(); },
+    clearSentence() {
+      state.sentence = null;
+      say(state.runMessage);
+      draw();
+      root.dataset.state = state.data ? "maps" : "message";
+    },
   };
 }
