@@ -115,6 +115,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def serve_runs(self, request):
+        self.sentences.warm_up()  # the page asks for the runs first: a sentence may follow
         return self.answer(request, lambda: {"runs": self.source(request).runs()})
 
     @wrappers.Request.application

@@ -35,6 +35,10 @@ def run_dir_of(logdir: str, run: str) -> Path:
     return next((folder.parent for folder in (path, *path.parents) if folder.name == "tensorboard"), path)
 
 
+def import_model_code() -> None:
+    import attention_lab.lit_module  # noqa: F401 - torch, Lightning and the model: imported for later requests
+
+
 class SentenceModels:
     """Runs sentences through the checkpoints of the runs under ``logdir``; each loaded checkpoint is kept,
     keyed by its path, size and modification time (a checkpoint rewritten by training is loaded again)."""
@@ -43,6 +47,14 @@ class SentenceModels:
         self.logdir = logdir
         self.loaded: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (module, step, files)
         self.lock = threading.Lock()
+        self.warming: threading.Thread | None = None
+
+    def warm_up(self) -> None:
+        """Import torch and Lightning in the background, once: most of the first sentence's wait (seconds), paid
+        while the page loads instead. TensorBoard itself needs neither, so this waits until the tab is opened."""
+        if self.warming is None:
+            self.warming = threading.Thread(target=import_model_code, name="attention-tab-warm-up", daemon=True)
+            self.warming.start()
 
     def module_for(self, run: str):
         from attention_lab.review.maps import find_run, load_module
