@@ -4,11 +4,14 @@ loads it) and kept for the next sentence."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from pathlib import Path
 
 from attention_lab.review.cli import ReviewError
+
+log = logging.getLogger(__name__)
 
 MAX_CHARS = 2000  # longer text is cut before it is tokenized: the model reads at most context_length words
 KEPT_MODELS = 4  # loaded checkpoints kept in memory (two runs side by side, and a little more)
@@ -36,7 +39,11 @@ def run_dir_of(logdir: str, run: str) -> Path:
 
 
 def import_model_code() -> None:
-    import attention_lab.lit_module  # noqa: F401 - torch, Lightning and the model: imported for later requests
+    """torch, Lightning and the model, imported for later requests; a failure waits for the request to say it."""
+    try:
+        import attention_lab.lit_module  # noqa: F401
+    except ImportError as err:
+        log.warning("the attention tab could not import %s: sentences will fail", err.name)
 
 
 class SentenceModels:
