@@ -224,3 +224,17 @@ def test_the_callback_records_the_modules_attention(tmp_path, variant):
     assert data["query_words"] == ([f"out{i}" for i in range(8)] if cross else expected.words)
     assert data["query_axis"] == ("output position" if cross else "query")
     assert np.allclose(np.asarray(data["weights"]), np.stack(expected.weights), atol=2e-3)
+
+
+def test_the_cost_script_counts_the_tabs_bytes(tmp_path):
+    """scripts/benchmarks/attention_tab.py: the bytes of the tab's records, apart from everything else."""
+    from attention_lab.tensorboard_plugin.summary import WordLayout, probe_summary
+    from test_benchmark import harness
+
+    write_run(tmp_path / "run", steps=[0, 50], words=WORDS, scalars=SCORES)
+    found = harness("attention_tab").event_bytes(tmp_path / "run")
+    size, steps = found["tab tensors"]
+    assert steps == {0, 50} and "PNG maps attention/*" not in found and found["other"][0] > 0
+    summaries = sum(len(probe_summary(fake_weights(step, 2, 3, len(WORDS), len(WORDS)), WordLayout(WORDS, WORDS))
+                        .SerializeToString()) for step in (0, 50))
+    assert summaries < size < summaries + 2 * 64  # each record: its summary, the step and time, the framing
