@@ -3,84 +3,22 @@ started as `python -m tensorboard.main --logdir <run dir>` on 127.0.0.1, read th
 
 from __future__ import annotations
 
-import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import SOLVED_RUN_MAX_STEPS, script_env
+from conftest import SOLVED_RUN_MAX_STEPS
+from tb_server import TensorBoard, serve
 
-STARTUP_TIMEOUT_S = 120  # imports and the first scan of the logdir, on a busy machine
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class TensorBoard:
-    def __init__(self, base_url: str, proc: subprocess.Popen) -> None:
-        self.base_url, self.proc = base_url, proc
-
-    def get(self, path: str, **params: str) -> bytes:
-        url = f"{self.base_url}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.read()
-
-    def get_json(self, path: str, **params: str):
-        return json.loads(self.get(path, **params))
-
-    def post_json(self, path: str, body: dict):
-        request = urllib.request.Request(f"{self.base_url}{path}", data=json.dumps(body).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())
 
 
 @pytest.fixture(scope="module")
 def tensorboard(solved_run: Path, tmp_path_factory) -> Iterator[TensorBoard]:
-    log = (tmp_path_factory.mktemp("tensorboard") / "server.log").open("w+")
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(solved_run), "--host", "127.0.0.1",
-         "--port", str(port), "--reload_interval", "1"],
-        stdout=log, stderr=subprocess.STDOUT, env=script_env(),
-    )
-    server = TensorBoard(f"http://127.0.0.1:{port}", proc)
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:  # up, and the run's data loaded (the first scan of the logdir may lag the HTTP server)
-            if proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"tensorboard exited {proc.returncode}:\n{log.read()[-3000:]}")
-            try:
-                if server.get_json("/data/plugin/scalars/tags"):
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail(f"tensorboard not serving the run after {STARTUP_TIMEOUT_S}s:\n{log.read()[-3000:]}")
-            time.sleep(0.5)
+    with serve(solved_run, tmp_path_factory.mktemp("tensorboard") / "server.log",
+               lambda server: bool(server.get_json("/data/plugin/scalars/tags"))) as server:
         yield server
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 # The one run under the logdir: the run dir's tensorboard/ folder, named by the run's overrides (conftest's
@@ -116,3 +54,16 @@ def test_server_serves_the_hparams(tensorboard: TensorBoard):
     assert {"model", "heads", "d_model", "layers", "mask", "task", "lr"} <= hparams
     metrics = {info["name"]["tag"] for info in experiment["metricInfos"]}
     assert {"hp/val_seq_acc", "hp/val_token_acc", "hp/val_loss"} <= metrics
+
+
+def test_server_lists_the_attention_tab_and_serves_its_maps(tensorboard: TensorBoard):
+    listing = tensorboard.get_json("/data/plugins_listing")
+    assert listing["attention_lab"]["enabled"] and listing["attention_lab"]["tab_name"] == "attention"
+    runs = tensorboard.get_json("/data/plugin/attention_lab/runs")["runs"]
+    assert runs == [{"run": RUN, "has_maps": True, "message": None}]
+    data = tensorboard.get_json("/data/plugin/attention_lab/maps", run=RUN)
+    # every log_attention_every_n_steps (50) and at the end; TensorBoard keeps 10 of a tag's steps by default
+    assert data["steps"][0] == 50 and all(s % 50 == 0 for s in data["steps"][:-1]) and 2 <= len(data["steps"]) <= 10
+    assert len(data["weights"]) == 2 and len(data["weights"][0]) == 4  # layers x heads
+    grids = tensorboard.get_json("/data/plugin/attention_lab/scores", run=RUN, step=str(data["step"]))["grids"]
+    assert {g["family"] for g in grids} == {"head_score/previous_token", "head_score/self", "head_score/induction"}

@@ -27,7 +27,7 @@ def throughput_rows(runs: dict[str, list[dict]], plan: TrainingPlan) -> tuple[li
                 note=f"{window}; ratio: median of per-round ratios", samples=[r["steps_per_s"] for r in on])]
     if runs.get("maps_off"):
         off = runs["maps_off"]
-        rows.append(Row("B", "B/framework_no_maps", f"framework without the attention maps ({MAPS_OFF})",
+        rows.append(Row("B", "B/framework_no_maps", f"framework without the attention maps ({' '.join(MAPS_OFF)})",
                         median([r["steps_per_s"] for r in off]), "steps/s",
                         ratio=per_round_ratio(off, plain, "steps_per_s"), ratio_to="plain loop", note=window,
                         samples=[r["steps_per_s"] for r in off]))

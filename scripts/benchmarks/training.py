@@ -27,7 +27,8 @@ class TrainingPlan:
 
 FULL_TRAINING = TrainingPlan(max_steps=None, warmup_steps=20, rounds=3)
 QUICK_TRAINING = TrainingPlan(max_steps=30, warmup_steps=5, rounds=1)
-MAPS_OFF = "~callbacks.attention_maps"
+# "Maps off": neither the PNG maps nor the attention tab's tensor summaries
+MAPS_OFF = ("~callbacks.attention_maps", "~callbacks.attention_summaries")
 MAP_LOGGER = "AttentionMapLogger"  # the class whose hooks the profiler times
 
 
@@ -102,7 +103,7 @@ def run_training(plan: TrainingPlan, *, sections: str, device: str = "cpu", work
                                                  workdir=workdir, device=device, threads=settings["torch_threads"],
                                                  env=env))
                 continue
-            result = run_framework(base + ([MAPS_OFF] if kind == "maps_off" else []), workdir=workdir,
+            result = run_framework(base + (list(MAPS_OFF) if kind == "maps_off" else []), workdir=workdir,
                                    warmup_steps=plan.warmup_steps)
             result["kind"] = kind
             if not settings:

@@ -4,7 +4,8 @@
 - :mod:`~attention_lab.review.attention_maps`: the attention of one sentence, layer by layer and head by head.
 - :mod:`~attention_lab.review.maps`: a run's checkpoint (loaded as data, ``weights_only``) and config -> maps.
 - :mod:`~attention_lab.review.grid`: the layers x heads heatmap grid as a PNG.
-- :mod:`~attention_lab.review.html_view`: a self-contained, bertviz-style interactive head view.
+- :mod:`~attention_lab.review.html_view`: a self-contained, bertviz-style interactive head view; its drawing
+  code, ``static/head_view.js``, is also the head view of TensorBoard's attention tab.
 - :mod:`~attention_lab.review.visualize`: what ``scripts/visualize.py`` does (PNG, HTML, TensorBoard).
 - :mod:`~attention_lab.review.records`: a sweep's JSON and YAML records, read with the types the review needs.
 - :mod:`~attention_lab.review.sweep`: one record per sweep job, from the files the project writes.

@@ -1,0 +1,11 @@
+"""The attention tab of TensorBoard: every layer and head of the probe sentence at every logged step, head
+scores and ablation drops beside them, and any sentence run through the run's checkpoint.
+
+- :mod:`~attention_lab.tensorboard_plugin.summary`: the tensor summary a training run writes, and how it is read.
+- :mod:`~attention_lab.tensorboard_plugin.scores`: head-score and ablation scalars as layers x heads grids.
+- :mod:`~attention_lab.tensorboard_plugin.run_data`: a run's maps and scores through TensorBoard's data provider.
+- :mod:`~attention_lab.tensorboard_plugin.sentence`: a run's checkpoint on a new sentence.
+- :mod:`~attention_lab.tensorboard_plugin.plugin`: the ``TBPlugin`` and its routes (``static/``: the page).
+
+TensorBoard imports the plugin at start-up; nothing here imports torch until a sentence is asked for.
+"""

@@ -1,0 +1,87 @@
+"""A run's records as the tab shows them, read through TensorBoard's data provider (so both of its loaders
+serve them): the runs, the probe's maps at a step, and the head scores and ablation drops of that step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorboard.data import provider as data_provider
+from tensorboard.plugins.scalar import metadata as scalar_metadata
+
+from attention_lab.tensorboard_plugin.scores import grids_at, parse_tag
+from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME, PROBE_TAG, RecordError, WordLayout, check_weights
+
+MAX_POINTS = 1_000_000  # ask the provider for every point it holds (what it keeps is TensorBoard's sampling)
+DECIMALS = 4  # weights sent to the page: enough for two shown decimals and line opacities
+
+NO_RECORDS = ("no attention records in this run: it was trained before the attention tab existed, or without "
+              "callbacks.attention_summaries. The sentence box still works when the run has a checkpoint.")
+
+
+class NoMaps(Exception):
+    """Why a run has no maps to show (``reason`` is the line the tab prints)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Source:
+    """Where the tab reads: the provider, the request's context and experiment."""
+
+    provider: data_provider.DataProvider
+    ctx: object
+    experiment: str
+
+    def runs(self) -> list[dict]:
+        """Every run, with whether it holds attention records (runs with them first, then by name)."""
+        names = {run.run_name for run in self.provider.list_runs(self.ctx, experiment_id=self.experiment)}
+        with_maps = set(self.provider.list_tensors(self.ctx, experiment_id=self.experiment, plugin_name=PLUGIN_NAME))
+        return [{"run": name, "has_maps": name in with_maps, "message": None if name in with_maps else NO_RECORDS}
+                for name in sorted(names, key=lambda name: (name not in with_maps, name))]
+
+    def known_run(self, run: str) -> bool:
+        return any(r.run_name == run for r in self.provider.list_runs(self.ctx, experiment_id=self.experiment))
+
+    def maps(self, run: str, step: int | None) -> dict:
+        """The probe's maps of ``run`` at the logged step closest at or before ``step`` (the last when None),
+        with every logged step. Raises NoMaps."""
+        only_probe = data_provider.RunTagFilter(runs=[run], tags=[PROBE_TAG])
+        series = self.provider.list_tensors(self.ctx, experiment_id=self.experiment, plugin_name=PLUGIN_NAME,
+                                            run_tag_filter=only_probe).get(run, {}).get(PROBE_TAG)
+        if series is None:
+            raise NoMaps(NO_RECORDS)
+        points = self.provider.read_tensors(self.ctx, experiment_id=self.experiment, plugin_name=PLUGIN_NAME,
+                                            run_tag_filter=only_probe, downsample=MAX_POINTS).get(run, {}).get(PROBE_TAG, [])
+        if not points:
+            raise NoMaps(NO_RECORDS)
+        points = sorted(points, key=lambda datum: datum.step)
+        steps = [datum.step for datum in points]
+        chosen = points[-1] if step is None else next((d for d in reversed(points) if d.step <= step), points[0])
+        try:
+            layout = WordLayout.from_content(series.plugin_content)
+            weights = check_weights(chosen.numpy, layout)
+        except RecordError as err:
+            raise NoMaps(f"the attention record of this run cannot be read ({err.field}: {err.problem}); "
+                         "it was written by another version of attention-lab") from None
+        if weights.shape[0] == 0 or weights.shape[1] == 0:
+            raise NoMaps("this run's model has no attention heads to show")
+        return {"run": run, "steps": steps, "step": chosen.step, "query_words": layout.query_words,
+                "key_words": layout.key_words, "query_axis": layout.query_axis,
+                "weights": weights.round(DECIMALS).tolist()}
+
+    def scores(self, run: str, step: int) -> list[dict]:
+        """The head-score and ablation grids of ``run`` as logged at or before ``step``; [] when none."""
+        listing = self.provider.list_scalars(self.ctx, experiment_id=self.experiment,
+                                             plugin_name=scalar_metadata.PLUGIN_NAME,
+                                             run_tag_filter=data_provider.RunTagFilter(runs=[run]))
+        tags = [tag for tag in listing.get(run, {}) if parse_tag(tag) is not None]
+        if not tags:
+            return []
+        read = self.provider.read_scalars(self.ctx, experiment_id=self.experiment,
+                                          plugin_name=scalar_metadata.PLUGIN_NAME,
+                                          run_tag_filter=data_provider.RunTagFilter(runs=[run], tags=tags),
+                                          downsample=MAX_POINTS)
+        series = {tag: sorted((d.step, float(d.value)) for d in points) for tag, points in read.get(run, {}).items()}
+        return [grid.to_json() for grid in grids_at(series, step)]

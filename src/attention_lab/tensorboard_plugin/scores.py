@@ -1,0 +1,87 @@
+"""Per-head scalars as layers x heads grids for the tab: the head scores
+(``head_score/<kind>/layer{l}/head{h}``, see :mod:`attention_lab.head_scores`) and the ablation drops
+(``ablation/<how>/<metric>/layer{l}/head{h}``, and ``.../layer{l}/all`` for the whole layer)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+# <family>/layer{l}/head{h} or <family>/layer{l}/all, where family is head_score/<kind> or
+# ablation/<how>/<metric>
+HEAD_TAG = re.compile(r"^(?P<family>head_score/[A-Za-z0-9_]+|ablation/[A-Za-z0-9_]+/[A-Za-z0-9_]+)"
+                      r"/layer(?P<layer>\d+)/(?:head(?P<head>\d+)|(?P<all>all))$")
+
+DESCRIPTIONS = {
+    "head_score": "0..1: how much of its attention the head gives to the pattern's key",
+    "ablation": "the change when the head is removed (loss: increase; token_acc: drop)",
+}
+
+
+@dataclass(frozen=True)
+class HeadTag:
+    family: str  # "head_score/induction", "ablation/zero/loss"
+    layer: int
+    head: int | None  # None: the whole layer (ablation only)
+
+
+def parse_tag(tag: str) -> HeadTag | None:
+    """The family, layer and head a scalar's tag names, or None for any other scalar."""
+    match = HEAD_TAG.match(tag)
+    if match is None:
+        return None
+    head = match.group("head")
+    return HeadTag(match.group("family"), int(match.group("layer")), None if head is None else int(head))
+
+
+@dataclass
+class Grid:
+    """One family's values at one step: cells[layer][head] (None where not logged), whole_layer[layer]."""
+
+    family: str
+    step: int
+    cells: list[list[float | None]] = field(default_factory=list)
+    whole_layer: list[float | None] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        group = self.family.split("/", 1)[0]
+        return {"family": self.family, "step": self.step, "cells": self.cells, "whole_layer": self.whole_layer,
+                "description": DESCRIPTIONS.get(group, "")}
+
+
+def value_at(points: list[tuple[int, float]], step: int) -> tuple[int, float] | None:
+    """The point logged last at or before ``step`` (points sorted by step), else None."""
+    found = None
+    for point_step, value in points:
+        if point_step > step:
+            break
+        found = (point_step, value)
+    return found
+
+
+def grids_at(series: dict[str, list[tuple[int, float]]], step: int) -> list[Grid]:
+    """Every family's grid from ``series`` (tag -> sorted (step, value) points) as logged at or before
+    ``step``; each grid takes the latest step at which its family was logged. Non-finite values are None."""
+    by_family: dict[str, dict[tuple[int, int | None], tuple[int, float]]] = {}
+    for tag, points in series.items():
+        parsed = parse_tag(tag)
+        point = value_at(points, step) if parsed is not None else None
+        if point is not None:
+            by_family.setdefault(parsed.family, {})[parsed.layer, parsed.head] = point
+    grids = []
+    for family in sorted(by_family):
+        cells = by_family[family]
+        latest = max(point_step for point_step, _ in cells.values())
+        current = {key: value for key, (point_step, value) in cells.items() if point_step == latest}
+        layers = max(layer for layer, _ in current) + 1
+        heads = max((head for _, head in current if head is not None), default=-1) + 1
+        grids.append(Grid(family, latest,
+                          [[finite(current.get((layer, h))) for h in range(heads)] for layer in range(layers)],
+                          [finite(current.get((layer, None))) for layer in range(layers)]))
+    return grids
+
+
+def finite(value: float | None) -> float | None:
+    """JSON has no NaN or infinity: such a value is shown as missing."""
+    return value if value is not None and math.isfinite(value) else None

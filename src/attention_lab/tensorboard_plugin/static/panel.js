@@ -1,0 +1,157 @@
+// One run in the tab: its maps at the chosen step (or for the sentence of the text box), one head enlarged
+// with its head view, and its head scores and ablation drops. The panel's data-state says what it shows
+// ("loading", "maps", "message"), and data-step which logged step.
+
+import { mountHeadView } from "./head_view.js";
+import { describeCell, heatmap, mapsGrid } from "./heatmaps.js";
+import { scoresView } from "./scores.js";
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// api: {get(route, params) -> Promise<{ok, data}>}, as index.js makes it
+export function createPanel(run, api) {
+  const root = element("section", "panel");
+  root.dataset.run = run;
+  root.dataset.state = "loading";
+  const title = element("h3", "run-name", run);
+  const message = element("p", "message");
+  message.setAttribute("role", "status");
+  const source = element("p", "source");
+  const hoverInfo = element("p", "hover-info", "hover a cell for its words and weight");
+  const grid = element("div", "grid-box");
+  const detailTitle = element("h4", "detail-title");
+  const enlarged = element("div", "enlarged");
+  const controls = element("div", "hv-controls");
+  const layerSelect = element("select", "layer-select");
+  layerSelect.setAttribute("aria-label", "layer");
+  const heads = element("span", "hv-heads");
+  const allHeads = element("button", "all-heads", "all heads");
+  allHeads.type = "button";
+  controls.append(element("span", "", "Layer"), layerSelect, element("span", "", "Head"), heads, allHeads);
+  const hvStatus = element("p", "hv-status");
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "head-view");
+  const tooltip = element("div", "tooltip");
+  tooltip.hidden = true;
+  const scores = element("div", "scores-box");
+  const overview = element("div", "row");  // every head's map, with the scores of the same heads beside it
+  overview.append(grid, scores);
+  const enlargedBox = element("div", "enlarged-box");
+  enlargedBox.append(detailTitle, enlarged);
+  const headViewBox = element("div", "head-view-box");
+  headViewBox.append(controls, hvStatus, svg);
+  const detail = element("div", "row detail");
+  detail.append(enlargedBox, headViewBox);
+  const body = element("div", "panel-body");
+  body.append(source, hoverInfo, overview, detail, tooltip);
+  root.append(title, message, body);
+
+  const state = { steps: [], data: null, sentence: null, selected: { layer: 0, head: 0 }, request: 0,
+                  cache: new Map(), headView: null, runMessage: "" };  // runMessage: why the run has no maps
+
+  function say(text) {
+    message.textContent = text || "";
+    message.hidden = !text;
+  }
+
+  function hover(info) { hoverInfo.textContent = describeCell(info); }
+  function unhover() { hoverInfo.textContent = "hover a cell for its words and weight"; }
+
+  function draw() {
+    const data = state.sentence || state.data;
+    if (!data) { body.hidden = true; return; }
+    body.hidden = false;
+    const layers = data.weights.length, headCount = data.weights[0].length;
+    state.selected.layer = Math.min(state.selected.layer, layers - 1);
+    state.selected.head = Math.min(state.selected.head, headCount - 1);
+    source.textContent = state.sentence
+      ? "your sentence: “" + state.sentence.words.join(" ") + "” → “" + state.sentence.predictions.join(" ") +
+        "” (" + state.sentence.checkpoint + ", step " + state.sentence.step + ")"
+      : "probe “" + data.key_words.join(" ") + "” at step " + data.step;
+    grid.replaceChildren(mapsGrid(data, { selected: state.selected, onHover: hover, onLeave: unhover,
+      onSelect: (layer, head) => { state.selected = { layer, head }; draw(); state.headView.show(layer, [head]); } }));
+    const { layer, head } = state.selected;
+    detailTitle.textContent = "layer " + layer + ", head " + head;
+    const size = Math.max(data.query_words.length, data.key_words.length);
+    enlarged.replaceChildren(heatmap(data, layer, head, { cell: Math.max(14, Math.min(34, Math.floor(300 / size))),
+      labels: true, onHover: hover, onLeave: unhover }));
+    const viewData = { query_words: data.query_words, key_words: data.key_words, query_axis: data.query_axis,
+                       weights: data.weights };
+    if (state.headView) state.headView.setData(viewData);
+    else state.headView = mountHeadView({ layerSelect, heads, allHeads, status: hvStatus, svg, tooltip }, viewData);
+  }
+
+  async function loadScores(step) {
+    const reply = await api.get("scores", { run, step });
+    scores.replaceChildren(reply.ok ? scoresView(reply.data.grids) : element("p", "note", reply.data.error));
+  }
+
+  async function fetchStep(step) {
+    const key = step === null ? "last" : String(step);
+    if (!state.cache.has(key)) state.cache.set(key, api.get("maps", step === null ? { run } : { run, step }));
+    return state.cache.get(key);
+  }
+
+  return {
+    root,
+    get steps() { return state.steps; },
+    // The logged steps of the run ([] with a message when it has none).
+    async load() {
+      const reply = await fetchStep(null);
+      if (!reply.ok) {
+        state.runMessage = reply.data.error;
+        say(state.runMessage);
+        root.dataset.state = "message";
+        return [];
+      }
+      state.steps = reply.data.steps;
+      return state.steps;
+    },
+    // The maps logged last at or before ``step``.
+    async showStep(step) {
+      if (!state.steps.length) return;
+      const logged = [...state.steps].reverse().find(s => s <= step) ?? state.steps[0];
+      const request = ++state.request;
+      root.dataset.state = "loading";
+      const reply = await fetchStep(logged);
+      if (request !== state.request) return;  // a newer step was asked for meanwhile
+      if (!reply.ok) { say(reply.data.error); root.dataset.state = "message"; return; }
+      state.data = reply.data;
+      if (!state.sentence)  // the sentence's notes stay while its maps are shown
+        say(logged > step ? "no maps at or before step " + step + ": showing the first logged step" : "");
+      draw();
+      await loadScores(reply.data.step);
+      if (request !== state.request) return;
+      root.dataset.step = reply.data.step;
+      root.dataset.state = "maps";
+    },
+    async showSentence(text) {
+      const request = ++state.request;
+      root.dataset.state = "loading";
+      const reply = await api.get("sentence", { run, text });
+      if (request !== state.request) return;
+      if (!reply.ok) {  // the message, over the run's own maps (if any), never an earlier sentence's
+        state.sentence = null;
+        draw();
+        say(reply.data.error);
+        root.dataset.state = "message";
+        return;
+      }
+      state.sentence = reply.data;
+      say(reply.data.notes.join("; "));
+      draw();
+      root.dataset.state = "maps";
+    },
+    clearSentence() {
+      state.sentence = null;
+      say(state.runMessage);
+      draw();
+      root.dataset.state = state.data ? "maps" : "message";
+    },
+  };
+}
