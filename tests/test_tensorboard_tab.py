@@ -173,7 +173,7 @@ def test_sentence_through_the_checkpoint(trained_logdir):
     expected = compute_maps(module, text)
     assert data["words"] == expected.words and "<unk>" in data["words"]
     assert np.allclose(np.asarray(data["weights"]), np.stack(expected.weights), atol=1e-4)
-    assert data["checkpoint"] == "best.ckpt" and any("shown as <unk>: img, src" in n for n in data["notes"])
+    assert data["checkpoint"] == "last.ckpt" and any("shown as <unk>: img, src" in n for n in data["notes"])
 
     long_text = " ".join(["Life"] * 40)
     data = get(client, "sentence", run=run, text=long_text).get_json()

@@ -36,8 +36,10 @@ def metrics_of(run_dir: Path) -> dict:
 
 
 def event_pids(run_dir: Path) -> set[int]:
-    """Event files are named events.out.tfevents.<time>.<host>.<pid>.<n>: the processes that wrote them."""
-    return {int(p.name.split(".")[-2]) for p in tensorboard_dir(run_dir).glob("events.out.tfevents.*")}
+    """Event files are named events.out.tfevents.<time>.<host>.<pid>.<n>[.<suffix>] (the attention tab's have
+    .attention): the processes that wrote them."""
+    names = [p.name for p in tensorboard_dir(run_dir).glob("events.out.tfevents.*")]
+    return {int(re.search(r"\.(\d+)\.\d+(?:\.[a-z]+)?$", name).group(1)) for name in names}
 
 
 @pytest.fixture(scope="module")
