@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attention_lab.head_metrics import HeadMetric
 from attention_lab.review.cli import ReviewError
 from attention_lab.run.files import MULTIRUN_RECORD, SUMMARY, read_json
 
 RECORDED_STATUSES = ("ok", "failed", "interrupted", "running")  # what run_info.json and the summary hold
 STATUSES = (*RECORDED_STATUSES, "stale")
+FORMATION_STEPS = ("formation_step", "loss_drop_step")  # experiment=induction_formation: when the heads formed
 
 
 @dataclass
@@ -40,7 +42,7 @@ class Job:
     dir: Path
     overrides: list[str]
     status: str = "running"
-    metrics: dict[str, float] = field(default_factory=dict)  # final val/*, ood/* metrics; head_score/<kind>/max
+    metrics: dict[str, float] = field(default_factory=dict)  # final val/*, ood/*, ablation/* metrics; head_score/<kind>/max
     params: int | None = None
     steps: int | None = None
     wall_time_s: float | None = None  # for running jobs: time since the job started
@@ -50,6 +52,7 @@ class Job:
     best: bool = False
     reports_solve: bool = False  # metrics.json has steps_to_solve (a number, or null: never solved)
     steps_to_solve: int | None = None
+    formation: dict[str, Any] | None = None  # metrics.json's "formation": the history of the induction scores
 
     @property
     def value(self) -> float | None:
@@ -209,9 +212,11 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict]) -> Job:
     metrics = read_json(job_dir / "metrics.json") or entry.get("metrics") or {}
     status = recorded_status(entry) or recorded_status(info)
     if metrics:
-        job.metrics = {k: float(v) for k, v in metrics.items() if k.startswith(("val/", "ood/"))
-                       and isinstance(v, (int, float))}
+        job.metrics = {k: float(v) for k, v in metrics.items()
+                       if (k.startswith(("val/", "ood/", "ablation/")) or k in FORMATION_STEPS)
+                       and isinstance(v, (int, float)) and not isinstance(v, bool)}
         job.metrics.update(best_head_scores(metrics))
+        job.formation = metrics.get("formation") if isinstance(metrics.get("formation"), dict) else None
         job.params, job.steps = metrics.get("params"), metrics.get("global_step")
         if "steps_to_solve" in metrics:
             solve = metrics["steps_to_solve"]
@@ -246,7 +251,9 @@ def direction_of(multirun: dict | None, metric: str) -> str:
         direction = direction[0] if direction else None
     if direction in ("minimize", "maximize"):
         return direction
-    return "minimize" if re.search(r"loss|error|perplexity|entropy", metric) else "maximize"
+    if metric.startswith("ablation/"):  # the larger the drop, the more the model needs the head: ranked first
+        return "maximize"
+    return "minimize" if re.search(r"loss|error|perplexity|entropy|_step$", metric) else "maximize"
 
 
 def best_head_scores(metrics: dict[str, Any]) -> dict[str, float]:
@@ -254,9 +261,9 @@ def best_head_scores(metrics: dict[str, Any]) -> dict[str, float]:
     the run's layers x heads image shows)."""
     best: dict[str, float] = {}
     for key, value in metrics.items():
-        parts = key.split("/")
-        if len(parts) == 4 and parts[0] == "head_score" and isinstance(value, (int, float)):
-            name = f"head_score/{parts[1]}/max"
+        record = HeadMetric.parse(key)
+        if record is not None and record.family.startswith("head_score/") and isinstance(value, (int, float)):
+            name = f"{record.family}/max"
             best[name] = max(best.get(name, -math.inf), float(value))
     return best
 
@@ -282,6 +289,7 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
     # val/*, then ood/*; a head score only when asked for (--metric head_score/induction/max): tables stay narrow.
     names = sorted({k for j in jobs for k in j.metrics if k.startswith(("val/", "ood/"))},
                    key=lambda k: (k.startswith("ood/"), k))
+    names += [k for k in FORMATION_STEPS if any(k in j.metrics for j in jobs)]
     measured = metric in names or any(metric in j.metrics for j in jobs)
     metric_names = ([metric] if measured or not names else []) + [k for k in names if k != metric]
 
