@@ -5,13 +5,16 @@ configuration ran with several seeds, one row per configuration with mean ± std
     python scripts/compare.py outputs/multirun/<date>/<time>
     python scripts/compare.py outputs/multirun/<date>/<time> --metric val/loss --out reports/
     python scripts/compare.py outputs/multirun/<date>/<time> --metric head_score/induction/max
+    python scripts/compare.py outputs/multirun/<date>/<time> --metric ablation/zero/token_acc/layer1/head0
+    python scripts/compare.py outputs/multirun/<date>/<time> --plot   # experiment=induction_formation
 
 Error bars come from seeds: `python scripts/train.py -m heads=1,2 seed=0,1,2` runs each configuration three
 times, and compare.py groups the jobs that differ only in `seed`: mean ± sample std (n=ok jobs; failed
 jobs are counted, as in "n=2 of 3", but not averaged) of each metric, and of steps_to_solve ("3/3 solved,
 250 ± 50": the first step at which val/seq_acc >= 0.99) when metrics.json has it. With
---metric head_score/<kind>/max (previous_token, self, induction), a column holds each run's highest score of
-that kind over all its layers and heads.
+--metric head_score/<kind>/max (previous_token, self, induction, duplicate_token), a column holds each run's
+highest score of that kind over all its layers and heads; --metric ablation/<how>/<metric>/layer<l>/<head<h>|all>
+ranks the runs by what switching that head off cost them (largest first).
 
 Prints a table (job, its overrides, final validation metrics, parameter count, steps, wall time,
 status, error) and writes beside the sweep's jobs:
@@ -20,6 +23,8 @@ status, error) and writes beside the sweep's jobs:
   compare.png   bar chart of the optimized metric per configuration (best highlighted)
   compare_groups.csv   with several seeds per configuration: mean, std and n per configuration
                        (compare.md then has a second section, "Seeds")
+  formation.png with --plot: loss, best previous-token and best induction score against the step, one line
+                per seed, each run's formation step marked (runs that recorded their history: induction_formation)
 Everything comes from what the sweep wrote: sweep_summary.json, each job's run_info.json,
 metrics.json and .hydra/ files, and Hydra's multirun.yaml. Status: as recorded (ok, failed,
 interrupted, running); ok when metrics.json exists; failed when a running job's process is gone;
@@ -37,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep", help="sweep directory (hydra.sweep.dir), e.g. outputs/multirun/<date>/<time>")
     parser.add_argument("--metric", help="metric of the bar chart and of 'best', shown first (default: the sweep's optimized_metric); "
-                        "also head_score/<kind>/max")
+                        "also head_score/<kind>/max, ablation/<how>/<metric>/layer<l>/<head<h>|all>")
+    parser.add_argument("--plot", action="store_true",
+                        help="also draw formation.png: the head scores and loss against the step (induction_formation)")
     parser.add_argument("--out", metavar="DIR", help="where compare.csv/.md/.png go (default: the sweep directory)")
     parser.add_argument("--stale-minutes", type=float, default=30.0,
                         help="a job without metrics and without writes for this long is 'stale' (default 30)")
@@ -59,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         if show_groups(groups):
             console.print(rich_group_table(sweep, groups))
         paths = write_reports(sweep, out)
+        if args.plot:
+            from attention_lab.review.formation_plot import formation_figure
+
+            paths["formation"] = formation_figure(sweep, out / "formation.png")
     except ReviewError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -15,7 +15,8 @@ from attention_lab.run.sweep_jobs import sweep_job_configs
 from conftest import CONFIG_DIR, run_train
 
 PRESETS = {  # preset -> (the settings it sweeps, jobs)
-    "induction_heads": ({"layers": ["1", "2"], "seed": ["0", "1", "2"]}, 6),
+    "induction_heads": ({"layers": ["1", "2"], "seed": ["0", "1", "2", "3", "4"]}, 10),
+    "induction_formation": ({"layers": ["1", "2"], "seed": ["0", "1", "2", "3", "4"]}, 10),
     "length_generalisation": ({"position": ["learned", "sinusoidal", "rope", "alibi", "none"],
                                "seed": ["0", "1", "2"]}, 15),
     "kv_heads": ({"kv_heads": ["4", "2", "1"], "seed": ["0", "1", "2"]}, 9),
@@ -56,6 +57,13 @@ def test_two_layers_find_induction_and_one_does_not(tmp_path: Path, single_threa
     assert two["val/seq_acc"] >= 0.95 and one["val/seq_acc"] <= 0.85, (one["val/seq_acc"], two["val/seq_acc"])
     best_in_layer_1 = max(v for k, v in two.items() if k.startswith("head_score/induction/layer1/"))
     assert best_in_layer_1 >= 0.6  # the second layer's heads attend where the next word is
+    # Every head was switched off at the end: removing a whole layer costs more than removing any one of its heads.
+    for how in ("zero", "mean"):
+        for metric in ("loss", "token_acc"):
+            for layer in range(2):
+                family = f"ablation/{how}/{metric}/layer{layer}"
+                single = max(two[f"{family}/head{h}"] for h in range(4))
+                assert two[f"{family}/all"] > single, (family, two[f"{family}/all"], single)
 
 
 def test_rope_carries_over_to_longer_inputs_and_learned_positions_do_not(tmp_path: Path, single_thread):
