@@ -7,6 +7,7 @@ configuration ran with several seeds, one row per configuration with mean ± std
     python scripts/compare.py outputs/multirun/<date>/<time> --metric head_score/induction/max
     python scripts/compare.py outputs/multirun/<date>/<time> --metric ablation/zero/token_acc/layer1/head0
     python scripts/compare.py outputs/multirun/<date>/<time> --plot   # experiment=induction_formation
+    python scripts/compare.py outputs/multirun/<date>/<time> --heads previous_token,induction
 
 Error bars come from seeds: `python scripts/train.py -m heads=1,2 seed=0,1,2` runs each configuration three
 times, and compare.py groups the jobs that differ only in `seed`: mean ± sample std (n=ok jobs; failed
@@ -23,6 +24,8 @@ status, error) and writes beside the sweep's jobs:
   compare.png   bar chart of the optimized metric per configuration (best highlighted)
   compare_groups.csv   with several seeds per configuration: mean, std and n per configuration
                        (compare.md then has a second section, "Seeds")
+  heads.md      with --heads KIND[,KIND...]: which heads matter, the detector scores and ablation drops of each
+                layer's heads ranked by KIND (one per layer, the last for the rest), mean ± std over seeds
   formation.png with --plot: loss, best previous-token and best induction score against the step, one line
                 per seed, each run's formation step marked (runs that recorded their history: induction_formation)
 Everything comes from what the sweep wrote: sweep_summary.json, each job's run_info.json,
@@ -48,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", metavar="DIR", help="where compare.csv/.md/.png go (default: the sweep directory)")
     parser.add_argument("--stale-minutes", type=float, default=30.0,
                         help="a job without metrics and without writes for this long is 'stale' (default 30)")
+    parser.add_argument("--heads", metavar="KIND[,KIND...]",
+                        help="also write heads.md: each layer's heads ranked by that head score (one kind per layer, "
+                             "the last for the rest), their scores and ablation drops, mean ± std over seeds")
     args = parser.parse_args(argv)
     sweep_arg = args.sweep
 
@@ -66,6 +72,19 @@ def main(argv: list[str] | None = None) -> int:
         if show_groups(groups):
             console.print(rich_group_table(sweep, groups))
         paths = write_reports(sweep, out)
+        if args.heads:
+            from attention_lab.head_metrics import HEAD_SCORE_KINDS
+            from attention_lab.review.heads_table import heads_markdown
+
+            ranking = [kind.strip() for kind in args.heads.split(",")]
+            unknown = [kind for kind in ranking if kind not in HEAD_SCORE_KINDS]
+            if unknown:
+                raise ReviewError(f"--heads {args.heads} is invalid: {unknown[0]} is not a head score; choose among "
+                                  f"{', '.join(HEAD_SCORE_KINDS)}")
+            table = heads_markdown(sweep, ranking)
+            paths["heads"] = out / "heads.md"
+            paths["heads"].write_text(table)
+            console.print(table, highlight=False, markup=False)
         if args.plot:
             from attention_lab.review.formation_plot import formation_figure
 

@@ -121,3 +121,31 @@ def test_the_optimized_metric_may_be_a_per_head_measurement(metric):
 def test_an_unknown_ablation_is_refused_by_the_pass():
     with pytest.raises(ValueError, match="half"):
         ablate_heads(None, [], ("half",))
+
+
+def test_an_encoder_decoder_ablates_its_decoder_heads():
+    from hydra.utils import instantiate
+
+    from attention_lab.data.corpus import Vocabulary, read_sentences
+
+    cfg = compose_config(["model=cross", "task=copy"])
+    module = instantiate(cfg.module, vocab=Vocabulary.from_sentences(read_sentences(None)).itos)
+    inputs = torch.tensor([[2, 3, 4, 5], [6, 7, 8, 0]])
+    results = ablate_heads(module, [(inputs, inputs)], ("zero",))
+    # One cross-attention head per decoder block, and the whole block: the same head switched off, so the same cost.
+    assert {HeadMetric.parse(name).layer for name in results} == set(range(cfg.model.layers))
+    for layer in range(cfg.model.layers):
+        assert results[tag("ablation/zero/loss", layer, 0)] == results[tag("ablation/zero/loss", layer, None)]
+
+
+def test_the_callback_ablates_nothing_where_the_heads_have_no_weights():
+    from types import SimpleNamespace
+
+    from attention_lab.callbacks.head_ablation import HeadAblation
+
+    logged = []
+    module = SimpleNamespace(config=SimpleNamespace(learned_heads=False), log=lambda *args, **kwargs: logged.append(args))
+    trainer = SimpleNamespace(sanity_checking=False, state=SimpleNamespace(fn="validate"), val_dataloaders=[[]])
+    HeadAblation().on_validation_epoch_end(trainer, module)  # would fail on this stand-in if it ablated anything
+    HeadAblation(hows=[]).on_validation_epoch_end(trainer, module)
+    assert logged == []

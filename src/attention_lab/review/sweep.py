@@ -42,7 +42,8 @@ class Job:
     dir: Path
     overrides: list[str]
     status: str = "running"
-    metrics: dict[str, float] = field(default_factory=dict)  # final val/*, ood/*, ablation/* metrics; head_score/<kind>/max
+    # final val/*, ood/*, per-head head_score/* and ablation/* metrics; head_score/<kind>/max
+    metrics: dict[str, float] = field(default_factory=dict)
     params: int | None = None
     steps: int | None = None
     wall_time_s: float | None = None  # for running jobs: time since the job started
@@ -213,7 +214,7 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict]) -> Job:
     status = recorded_status(entry) or recorded_status(info)
     if metrics:
         job.metrics = {k: float(v) for k, v in metrics.items()
-                       if (k.startswith(("val/", "ood/", "ablation/")) or k in FORMATION_STEPS)
+                       if (k.startswith(("val/", "ood/", "ablation/", "head_score/")) or k in FORMATION_STEPS)
                        and isinstance(v, (int, float)) and not isinstance(v, bool)}
         job.metrics.update(best_head_scores(metrics))
         job.formation = metrics.get("formation") if isinstance(metrics.get("formation"), dict) else None
