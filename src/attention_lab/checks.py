@@ -18,7 +18,6 @@ from attention_lab.head_metrics import ABLATION_METRICS, ABLATIONS, ENTROPY, HEA
 
 VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what the final validation measures
 OOD_METRICS = ("ood/seq_acc", "ood/token_acc", "ood/loss")  # ... on the longer set, when there is one
-__all__ = ["HEAD_SCORE_KINDS", "ablations", "caveats", "validate"]
 
 
 def validate(cfg: DictConfig) -> None:
