@@ -9,7 +9,8 @@
 A  attention kernels: ch. 3's efficient-MHA setup (batch 8, 1024 tokens, d=768, 12 heads, causal, float32),
    plus grouped-query attention, RoPE and ALiBi against hand-written SDPA twins
 B  training throughput: scripts/train.py (Lightning) vs a plain PyTorch loop on the same model
-C  attention-map logging overhead: the same training with the TensorBoard heatmaps on and off
+C  attention-map logging overhead: the same training with the TensorBoard heatmaps on and off; and the head
+   ablation of the final validation, on and off
 D  start-up and time to result: --help, config errors, first training step, solving the default task
 
 Prints rich tables and writes every number (and every sample) to outputs/benchmarks/<timestamp>.json.
@@ -75,8 +76,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def combined(*parts: tuple[list, dict]) -> tuple[list, dict]:
+    """One section's rows and target inputs from several measurements."""
+    return [row for rows, _ in parts for row in rows], {k: v for _, targets in parts for k, v in targets.items()}
+
+
 def measure(args: argparse.Namespace, shape, plan, report) -> tuple[list, list[str], dict, dict]:
     """Runs the chosen sections: (rows, errors, training runs, each section's target inputs)."""
+    from benchmarks.ablation_overhead import ablation_rows
     from benchmarks.compose import compose_train_config
     from benchmarks.kernels import run_kernels
     from benchmarks.logging_overhead import logging_rows
@@ -113,7 +120,7 @@ def measure(args: argparse.Namespace, shape, plan, report) -> tuple[list, list[s
         attempt("B", lambda: throughput_rows(runs, plan))
     if runs and "C" in args.sections:
         every_n = int(compose_train_config([]).callbacks.attention_maps.every_n_steps)
-        attempt("C", lambda: logging_rows(runs, every_n))
+        attempt("C", lambda: combined(logging_rows(runs, every_n), ablation_rows(runs)))
     if "D" in args.sections:
         attempt("D", lambda: startup_rows(run_startup(repeats=startup_repeats, device=args.device, progress=report),
                                           runs, plan))
@@ -168,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         "A": f"A. Attention kernels: batch {shape.batch}, {shape.tokens} tokens, d={shape.d_model}, "
              f"{shape.heads} heads, causal, float32 ({args.device}); median of {kernel_repeats} rounds",
         "B": f"B. Training throughput: {training}, median of {plan.rounds} runs each",
-        "C": f"C. Attention-map logging overhead: {training}, median of {plan.rounds} runs each",
+        "C": f"C. Attention-map logging overhead and head ablation: {training}, median of {plan.rounds} runs each",
         "D": f"D. Start-up and time to result: median of {startup_repeats} rounds; training runs of B/C",
     }
     for section in args.sections:

@@ -5,13 +5,17 @@ configuration ran with several seeds, one row per configuration with mean ± std
     python scripts/compare.py outputs/multirun/<date>/<time>
     python scripts/compare.py outputs/multirun/<date>/<time> --metric val/loss --out reports/
     python scripts/compare.py outputs/multirun/<date>/<time> --metric head_score/induction/max
+    python scripts/compare.py outputs/multirun/<date>/<time> --metric ablation/zero/token_acc/layer1/head0
+    python scripts/compare.py outputs/multirun/<date>/<time> --plot   # experiment=induction_formation
+    python scripts/compare.py outputs/multirun/<date>/<time> --heads previous_token,induction
 
 Error bars come from seeds: `python scripts/train.py -m heads=1,2 seed=0,1,2` runs each configuration three
 times, and compare.py groups the jobs that differ only in `seed`: mean ± sample std (n=ok jobs; failed
 jobs are counted, as in "n=2 of 3", but not averaged) of each metric, and of steps_to_solve ("3/3 solved,
 250 ± 50": the first step at which val/seq_acc >= 0.99) when metrics.json has it. With
---metric head_score/<kind>/max (previous_token, self, induction), a column holds each run's highest score of
-that kind over all its layers and heads.
+--metric head_score/<kind>/max (previous_token, self, induction, duplicate_token), a column holds each run's
+highest score of that kind over all its layers and heads; --metric ablation/<how>/<metric>/layer<l>/<head<h>|all>
+ranks the runs by what switching that head off cost them (largest first).
 
 Prints a table (job, its overrides, final validation metrics, parameter count, steps, wall time,
 status, error) and writes beside the sweep's jobs:
@@ -20,6 +24,10 @@ status, error) and writes beside the sweep's jobs:
   compare.png   bar chart of the optimized metric per configuration (best highlighted)
   compare_groups.csv   with several seeds per configuration: mean, std and n per configuration
                        (compare.md then has a second section, "Seeds")
+  heads.md      with --heads KIND[,KIND...]: which heads matter, the detector scores and ablation drops of each
+                layer's heads ranked by KIND (one per layer, the last for the rest), mean ± std over seeds
+  formation.png with --plot: loss, best previous-token and best induction score against the step, one line
+                per seed, each run's formation step marked (runs that recorded their history: induction_formation)
 Everything comes from what the sweep wrote: sweep_summary.json, each job's run_info.json,
 metrics.json and .hydra/ files, and Hydra's multirun.yaml. Status: as recorded (ok, failed,
 interrupted, running); ok when metrics.json exists; failed when a running job's process is gone;
@@ -43,10 +51,15 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep", help="sweep directory (hydra.sweep.dir), e.g. outputs/multirun/<date>/<time>")
     parser.add_argument("--metric", help="metric of the bar chart and of 'best', shown first (default: the sweep's optimized_metric); "
-                        "also head_score/<kind>/max")
+                        "also head_score/<kind>/max, ablation/<how>/<metric>/layer<l>/<head<h>|all>")
+    parser.add_argument("--plot", action="store_true",
+                        help="also draw formation.png: the head scores and loss against the step (induction_formation)")
     parser.add_argument("--out", metavar="DIR", help="where compare.csv/.md/.png go (default: the sweep directory)")
     parser.add_argument("--stale-minutes", type=float, default=30.0,
                         help="a job without metrics and without writes for this long is 'stale' (default 30)")
+    parser.add_argument("--heads", metavar="KIND[,KIND...]",
+                        help="also write heads.md: each layer's heads ranked by that head score (one kind per layer, "
+                             "the last for the rest), their scores and ablation drops, mean ± std over seeds")
     args = parser.parse_args(argv)
     sweep_arg = args.sweep
 
@@ -67,6 +80,23 @@ def main(argv: list[str] | None = None) -> int:
         if show_groups(groups):
             console.print(rich_group_table(sweep, groups))
         paths = write_reports(sweep, out)
+        if args.heads:
+            from attention_lab.head_metrics import HEAD_SCORE_KINDS
+            from attention_lab.review.heads_table import heads_markdown
+
+            ranking = [kind.strip() for kind in args.heads.split(",")]
+            unknown = [kind for kind in ranking if kind not in HEAD_SCORE_KINDS]
+            if unknown:
+                raise ReviewError(f"--heads {args.heads} is invalid: {unknown[0]} is not a head score; choose among "
+                                  f"{', '.join(HEAD_SCORE_KINDS)}")
+            table = heads_markdown(sweep, ranking)
+            paths["heads"] = out / "heads.md"
+            paths["heads"].write_text(table)
+            console.print(table, highlight=False, markup=False)
+        if args.plot:
+            from attention_lab.review.formation_plot import formation_figure
+
+            paths["formation"] = formation_figure(sweep, out / "formation.png")
     except ReviewError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -35,13 +35,15 @@ EXPECTED_ROWS = {
     "A/memory/kv_projections/kv_heads_4", "A/memory/kv_projections/kv_heads_1",
     "B/framework", "B/framework_no_maps", "B/plain", "B/framework_cpu", "B/plain_cpu",
     "C/maps_on", "C/maps_off", "C/overhead", "C/overhead_cpu", "C/first_event", "C/event", "C/share",
+    "C/final_validation_ablation_on", "C/final_validation_ablation_off", "C/ablation_pass", "C/ablation_overhead",
+    "C/ablation_run_ratio",
     "D/help", "D/config_error", "D/type_error", "D/import_lightning", "D/first_step", "D/time_to_result",
     "D/default_run",
 }
 EXPECTED_TARGETS = {
     "target/A/fwd+bwd_vs_plain", "target/A/fwd+bwd_vs_nn_mha", "target/A/fwd_gemm_fraction",
     *(f"target/A/fwd+bwd_{case}_vs_twin" for case in VARIANTS_QUICK),
-    "target/B/throughput", "target/C/overhead", "target/D/help", "target/D/config_error", "target/D/type_error",
+    "target/B/throughput", "target/C/overhead", "target/C/ablation", "target/D/help", "target/D/config_error", "target/D/type_error",
     "target/D/first_step",
 }
 # Rows without a value in --quick: no default run (time to result), runs too short for a second map event.
@@ -91,13 +93,16 @@ def test_quick_records_machine_command_and_runs(quick):
     assert result["command"] == f"python scripts/benchmark.py --quick --out-dir {quick[2]}"
     assert {"cpu", "cores", "torch", "lightning", "python"} <= set(result["machine"])
     kinds = sorted(run.get("kind", "plain") for run in result["runs"])
-    assert kinds == ["maps_off", "maps_on", "plain"]
+    assert kinds == ["ablation_off", "maps_off", "maps_on", "plain"]
     assert result["kernel_shape"]["tokens"] < 1024  # --quick: small shapes
     maps_on = next(run for run in result["runs"] if run.get("kind") == "maps_on")
     maps_off = next(run for run in result["runs"] if run.get("kind") == "maps_off")
     # The profiler saw every batch end of the map logger, and nothing of it when the maps are off.
     assert len(maps_on["map_logger_hooks_s"]["on_train_batch_end"]) == maps_on["steps"] == 30
     assert maps_off["map_logger_hooks_s"] == {}
+    ablation_off = next(run for run in result["runs"] if run.get("kind") == "ablation_off")
+    # The final validation of both was timed; the one with the head ablation is the longer.
+    assert maps_on["final_validation_s"] > ablation_off["final_validation_s"] > 0
 
 
 def test_quick_prints_tables(quick):

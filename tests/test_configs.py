@@ -15,6 +15,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from attention_lab.attention import VARIANTS
+from attention_lab.attention.hooks import capture
 from attention_lab.checks import validate
 from attention_lab.config import Mask
 from attention_lab.data.tasks import TASK_REGISTRY
@@ -100,7 +101,9 @@ def test_accepted_combination_composes_validates_and_builds(model, task, mask):
     vocab = Vocabulary.from_sentences(read_sentences(cfg.task.corpus)).itos
     module = hydra.utils.instantiate(cfg.module, vocab=vocab)
     tokens = torch.tensor([[2, 3, 4, 5], [6, 7, PAD_ID, PAD_ID]])
-    logits, weights = module(tokens, need_weights=True)
+    with capture(module.model, points=("weights",)) as cache:
+        logits = module(tokens)
+    weights = cache.layers("weights")
     assert logits.shape == (2, 4, len(vocab))
     heads = cfg.model.num_heads if model in ("multihead", "multihead_concat") else 1
     assert len(weights) == cfg.layers

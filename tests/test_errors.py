@@ -66,6 +66,7 @@ SUBPROCESS_CASES = {
     "sequence longer than the positional table": (["task.max_len=20"], ["task.max_len=20", "context_length"]),
     "mask makes no sense for the task": (["task=next_word", "mask=padding"], ["mask=padding", "causal"]),
     "device without hardware": (["device=cuda"], ["device=cuda", "device=cpu"]),
+    "unknown ablation": (["ablation=[half]"], ["ablation=[half]", "zero, mean"]),
 }
 
 
@@ -117,6 +118,18 @@ IN_PROCESS_CASES = {
     "head score of a head that is not there": (["optimized_metric=head_score/self/layer0/head4"], "h < heads=4"),
     "head score of an encoder-decoder": (["model=cross", "optimized_metric=head_score/self/layer0/head0"],
                                          "optimized_metric=head_score/self/layer0/head0"),
+    "unknown ablation": (["ablation=[zero,half]"], "ablation=[zero,half]"),
+    "unknown ablation in the optimized metric": (["optimized_metric=ablation/half/loss/layer0/head0"],
+                                                 "ablation/<zero|mean>/<loss|token_acc>"),
+    "unknown ablation metric": (["optimized_metric=ablation/zero/seq_acc/layer1/all"],
+                                "optimized_metric=ablation/zero/seq_acc/layer1/all"),
+    "ablation that the run does not measure": (["ablation=[zero]", "optimized_metric=ablation/mean/loss/layer0/head0"],
+                                               "ablation/<zero>/<loss|token_acc>"),
+    "ablation of a variant without learned heads": (["model=simple", "ablation=[zero]"], "model=simple"),
+    "ablation at every validation without learned heads": (["model=simple", "ablation_every_validation=true"],
+                                                           "ablation_every_validation=true"),
+    "ablation at every validation with none chosen": (["ablation=[]", "ablation_every_validation=true"],
+                                                      "ablation=[]"),
     "seed negative": (["seed=-1"], "seed=-1"),
     "heads removed": (["~heads"], "heads=null"),
 }

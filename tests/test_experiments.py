@@ -1,6 +1,6 @@
 """The experiments that ship with the lab (configs/experiment/): each composes into the sweep the README
 describes, every job is a valid config, and the differences the README reports show up in short versions of
-them (one seed; the README's tables have three)."""
+them (one seed; the README's tables have five)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from attention_lab.run.sweep_jobs import sweep_job_configs
 from conftest import CONFIG_DIR, run_train
 
 PRESETS = {  # preset -> (the settings it sweeps, jobs)
-    "induction_heads": ({"layers": ["1", "2"], "seed": ["0", "1", "2"]}, 6),
+    "induction_heads": ({"layers": ["1", "2"], "seed": ["0", "1", "2", "3", "4"]}, 10),
+    "induction_formation": ({"layers": ["1", "2"], "seed": ["0", "1", "2", "3", "4"]}, 10),
     "length_generalisation": ({"position": ["learned", "sinusoidal", "rope", "alibi", "none"],
-                               "seed": ["0", "1", "2"]}, 15),
-    "kv_heads": ({"kv_heads": ["4", "2", "1"], "seed": ["0", "1", "2"]}, 9),
+                               "seed": ["0", "1", "2", "3", "4"]}, 25),
+    "kv_heads": ({"kv_heads": ["4", "2", "1"], "seed": ["0", "1", "2", "3", "4"]}, 15),
     "mask_ablation": ({"mask": ["none", "causal"]}, 2),
 }
 
@@ -37,10 +38,15 @@ def test_what_the_presets_hold_fixed():
         (induction,) = sweep_job_configs(["experiment=induction_heads", "layers=2", "seed=0"], "train", validate)
         (length,) = sweep_job_configs(["experiment=length_generalisation", "position=rope", "seed=0"], "train", validate)
         (kv,) = sweep_job_configs(["experiment=kv_heads", "kv_heads=1", "seed=0"], "train", validate)
+        (formation,) = sweep_job_configs(["experiment=induction_formation", "layers=2", "seed=0"], "train", validate)
     assert (induction.task.name, induction.mask, induction.callbacks.early_stopping) == ("induction", "causal", None)
     assert (length.task.name, length.task.delay, length.mask, length.optimized_metric) == ("copy", 1, "causal", "ood/seq_acc")
     assert (length.task.max_len, length.task.ood_min_len, length.task.ood_max_len) == (8, 9, 16)
     assert (kv.model.name, kv.model.num_heads, kv.model.kv_heads, kv.task.pairs, kv.task.queries) == ("multihead", 4, 1, 5, 3)
+    # Attention-only transformers (residual and LayerNorm, no MLP), validated often enough to see the heads form.
+    assert (formation.task.name, formation.mask, formation.callbacks.early_stopping) == ("induction", "causal", None)
+    assert (formation.model.block.residual, formation.model.block.mlp, formation.trainer.val_check_interval) == (True, False, 10)
+    assert formation.callbacks.induction_formation.threshold == 0.5
 
 
 def metrics(job: Path) -> dict:
@@ -56,6 +62,13 @@ def test_two_layers_find_induction_and_one_does_not(tmp_path: Path, single_threa
     assert two["val/seq_acc"] >= 0.95 and one["val/seq_acc"] <= 0.85, (one["val/seq_acc"], two["val/seq_acc"])
     best_in_layer_1 = max(v for k, v in two.items() if k.startswith("head_score/induction/layer1/"))
     assert best_in_layer_1 >= 0.6  # the second layer's heads attend where the next word is
+    # Every head was switched off at the end: removing a whole layer costs more than removing any one of its heads.
+    for how in ("zero", "mean"):
+        for metric in ("loss", "token_acc"):
+            for layer in range(2):
+                family = f"ablation/{how}/{metric}/layer{layer}"
+                single = max(two[f"{family}/head{h}"] for h in range(4))
+                assert two[f"{family}/all"] > single, (family, two[f"{family}/all"], single)
 
 
 def test_rope_carries_over_to_longer_inputs_and_learned_positions_do_not(tmp_path: Path, single_thread):

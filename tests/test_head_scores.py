@@ -12,6 +12,7 @@ import torch
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from attention_lab.attention.hooks import capture
 from attention_lab.callbacks.head_score_maps import HeadScoreMaps
 from attention_lab.head_scores import (
     head_scores,
@@ -179,13 +180,14 @@ def test_the_module_logs_the_scores_of_the_first_validation_batch(tmp_path, mode
         assert logged == {}
         return
     heads = module.config.num_heads
-    kinds = ("previous_token", "self", "induction")
+    kinds = ("previous_token", "self", "induction", "duplicate_token")
     assert set(logged) == {f"head_score/{kind}/layer{layer}/head{h}" for kind in kinds
                            for layer in range(2) for h in range(heads)}
     # The first batch (256 of the 300 examples), not the whole set: the scores of a forward pass over it.
     inputs = datamodule.val_set.tensors[0][:256]
-    with torch.no_grad():
-        _, weights = module(inputs, need_weights=True)
+    with torch.no_grad(), capture(module.model, points=("weights",)) as cache:
+        module(inputs)
+    weights = cache.layers("weights")
     real = inputs != 0
     for layer in range(2):
         # Causal attention: query 0 sees only itself, so its self weight is 1.

@@ -130,7 +130,7 @@ def test_best_checkpoint_holds_the_solved_model(solved_run: Path, solved_cfg):
     inputs, targets = datamodule.val_set.tensors
     module.eval()
     with torch.no_grad():
-        logits, _ = module(inputs)
+        logits = module(inputs)
     real = targets != 0
     seq_acc = ((logits.argmax(-1) == targets) | ~real).all(dim=1).float().mean().item()
     assert seq_acc >= SOLVED_AT
@@ -144,8 +144,10 @@ def test_events_hold_an_attention_map_for_every_layer_and_head(events, solved_cf
                 for head in range(solved_cfg.model.num_heads)}
     # Beside the attention maps: one heatmap per head score (random sequences of 3-8 of 17 words repeat words
     # in the first validation batch, so the induction score exists too).
-    head_scores = {"head_score/previous_token", "head_score/self", "head_score/induction"}
-    assert set(events.Tags()["images"]) == expected | head_scores
+    head_scores = {"head_score/previous_token", "head_score/self", "head_score/induction", "head_score/duplicate_token"}
+    # ... and one per ablation, measured at the end of training.
+    ablations = {f"ablation/{how}/{metric}" for how in ("zero", "mean") for metric in ("loss", "token_acc")}
+    assert set(events.Tags()["images"]) == expected | head_scores | ablations
     for tag in expected:
         images = events.Images(tag)
         steps = [image.step for image in images]

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from attention_lab.attention import ATTENTION_REGISTRY
+from attention_lab.attention.hooks import capture
 from attention_lab.checks import caveats, validate
 from attention_lab.config import Mask, Position
 from attention_lab.data.corpus import PAD_ID
@@ -55,7 +56,9 @@ def test_every_combination_builds_or_is_rejected_naming_the_setting(model, posit
     validate(cfg)
     module = hydra.utils.instantiate(cfg.module, vocab=VOCAB)
     tokens = torch.tensor([[2, 3, 4, 5, 6], [7, 8, 9, PAD_ID, PAD_ID]])
-    logits, weights = module(tokens, need_weights=True)
+    with capture(module.model, points=("weights",)) as cache:
+        logits = module(tokens)
+    weights = cache.layers("weights")
     assert logits.shape == (2, 5, len(VOCAB)) and torch.isfinite(logits).all()
     heads = cfg.model.num_heads if model in ("multihead", "multihead_concat") else 1
     assert [tuple(w.shape) for w in weights] == [(2, heads, 5, 5)] * cfg.layers
@@ -113,5 +116,6 @@ def test_variant_yamls_agree_with_their_classes(model):
     cls = ATTENTION_REGISTRY[cfg.name]
     assert cfg.encoder_decoder == cls.takes_source
     assert cfg.grouped_kv == cls.grouped_kv
+    assert cfg.learned_heads == cls.projects  # heads with weights of their own: something to ablate
     assert ("rope" in cfg.positions) == ("alibi" in cfg.positions) == (cls.projects and not cls.takes_source)
     assert cfg.num_heads == (4 if cls.multi_head else 1)  # single-head yamls pin num_heads: 1

@@ -58,7 +58,7 @@ def plain_loop(overrides: list[str], *, steps: int, warmup_steps: int, device: s
                 sync(device)
                 window_start, window_start_cpu = time.perf_counter(), time.process_time()
             inputs, targets = inputs.to(device), targets.to(device)
-            logits, _ = model(inputs, key_padding_mask=inputs == PAD_ID if padding else None)
+            logits = model(inputs, key_padding_mask=inputs == PAD_ID if padding else None)
             loss = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD_ID)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

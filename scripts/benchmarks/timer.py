@@ -58,6 +58,7 @@ class BenchmarkTimer(L.Callback):
     """Timestamps of one training run, written to ``path`` (JSON) at the end of fit."""
 
     def __init__(self, path: str, warmup_steps: int = 10) -> None:
+        self.final_validation_start: float | None = None
         self.path = Path(path)
         self.warmup_steps = warmup_steps
         self.batches_started = 0
@@ -95,10 +96,18 @@ class BenchmarkTimer(L.Callback):
             self.walls["first_step"] = time.time()
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.sanity_checking:
+        if trainer.state.fn == "validate":  # train.py's final validation, after fit (the head ablation runs in it)
+            self.final_validation_start = time.perf_counter()
+        elif not trainer.sanity_checking:
             self.window.pause()
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.state.fn == "validate" and self.final_validation_start is not None:
+            # fit wrote the JSON already; the final validation's time is added to it.
+            result = json.loads(self.path.read_text())
+            result["final_validation_s"] = time.perf_counter() - self.final_validation_start
+            self.path.write_text(json.dumps(result, indent=2))
+            return
         if trainer.sanity_checking:
             return
         self.validations += 1

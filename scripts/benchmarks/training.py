@@ -1,7 +1,7 @@
 """The training runs of sections B, C and D: ``python scripts/train.py``, exactly as a user starts it, plus
 one timing callback and one profiler added by Hydra overrides; and the plain PyTorch loop.
 
-The runs take turns in rounds whose order rotates: {maps on, maps off, plain loop}.
+The runs take turns in rounds whose order rotates: {maps on, maps off, ablation off, plain loop}.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ FULL_TRAINING = TrainingPlan(max_steps=None, warmup_steps=20, rounds=3)
 QUICK_TRAINING = TrainingPlan(max_steps=30, warmup_steps=5, rounds=1)
 # "Maps off": neither the PNG maps nor the attention tab's tensor summaries
 MAPS_OFF = ("~callbacks.attention_maps", "~callbacks.attention_summaries")
+ABLATION_OFF = ("ablation=[]",)  # the head ablation of the final validation, off
 MAP_LOGGER = "AttentionMapLogger"  # the class whose hooks the profiler times
 
 
@@ -84,9 +85,10 @@ def run_training(plan: TrainingPlan, *, sections: str, device: str = "cpu", work
                  progress: Progress = no_progress) -> dict[str, list[dict]]:
     """The training runs of B, C and D: ``python scripts/train.py device=<device>`` (the default run; with
     --quick, max_steps=30), with and without the attention maps, and the plain loop for as many steps.
-    Returns the runs by kind: maps_on (always: B, C and D use it), maps_off (C), plain (B)."""
+    Returns the runs by kind: maps_on (always: B, C and D use it), maps_off and ablation_off (C), plain (B)."""
     base = [f"device={device}"] + ([f"max_steps={plan.max_steps}"] if plan.max_steps else [])
-    kinds = ["maps_on"] + (["maps_off"] if "C" in sections else []) + (["plain"] if "B" in sections else [])
+    kinds = (["maps_on"] + (["maps_off", "ablation_off"] if "C" in sections else [])
+             + (["plain"] if "B" in sections else []))
     runs: dict[str, list[dict]] = {k: [] for k in kinds}
     settings: dict[str, Any] = {}  # the framework's thread settings and step count, copied by the plain loop
     for round_index in range(plan.rounds):
@@ -103,8 +105,8 @@ def run_training(plan: TrainingPlan, *, sections: str, device: str = "cpu", work
                                                  workdir=workdir, device=device, threads=settings["torch_threads"],
                                                  env=env))
                 continue
-            result = run_framework(base + (list(MAPS_OFF) if kind == "maps_off" else []), workdir=workdir,
-                                   warmup_steps=plan.warmup_steps)
+            switched_off = {"maps_off": list(MAPS_OFF), "ablation_off": list(ABLATION_OFF)}.get(kind, [])
+            result = run_framework(base + switched_off, workdir=workdir, warmup_steps=plan.warmup_steps)
             result["kind"] = kind
             if not settings:
                 settings = {k: result[k] for k in ("steps", "torch_threads", "omp_wait_policy")}

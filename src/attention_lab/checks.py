@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import re
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -16,13 +15,12 @@ from attention_lab.config import Mask, Position
 from attention_lab.data.corpus import tokenize
 from attention_lab.data.tasks.base import check_ood_range
 from attention_lab.errors import ConfigError
+from attention_lab.head_metrics import ABLATION_METRICS, ABLATIONS, ENTROPY, HEAD_SCORE_KINDS, HeadMetric
 
 VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what the final validation measures
 OOD_METRICS = ("ood/seq_acc", "ood/token_acc", "ood/loss")  # ... on the longer set, when there is one
 # The longest positional table: the tasks' sequences are short, and 10**9 positions would allocate ~190 GB.
 MAX_CONTEXT_LENGTH = 4096
-HEAD_SCORE_KINDS = ("previous_token", "self", "induction")  # attention_lab.head_scores.KINDS (torch-free here)
-PER_HEAD_METRIC = re.compile(r"(attention_entropy|head_score/(?:previous_token|self|induction))/layer(\d+)/head(\d+)")
 
 
 def validate(cfg: DictConfig) -> None:
@@ -31,6 +29,7 @@ def validate(cfg: DictConfig) -> None:
     check_sizes(cfg)
     check_model(cfg)
     check_masks(cfg)
+    check_ablation(cfg)
     check_optimized_metric(cfg)
     check_trainer(cfg)
 
@@ -151,21 +150,65 @@ def check_masks(cfg: DictConfig) -> None:
         raise ConfigError(f"mask={mask} is invalid for model={model.name}: use mask={' or '.join(model.masks)}")
 
 
+def ablations(cfg: DictConfig) -> tuple[str, ...]:
+    """The ablations the run measures: ``ablation=null`` is every kind for a variant whose heads have weights."""
+    chosen = cfg.get("ablation")
+    if chosen is None:
+        return ABLATIONS if cfg.model.get("learned_heads", True) else ()
+    return tuple(str(how) for how in chosen)
+
+
+def check_ablation(cfg: DictConfig) -> None:
+    chosen = cfg.get("ablation")
+    shown = "null" if chosen is None else f"[{','.join(str(how) for how in chosen)}]"
+    unknown = [str(how) for how in chosen or () if str(how) not in ABLATIONS]
+    if unknown:
+        raise ConfigError(f"ablation={shown} is invalid: {unknown[0]} is not an ablation; choose among "
+                          f"{', '.join(ABLATIONS)} (e.g. ablation=[zero,mean]), [] for none or null for all")
+    asked = bool(chosen) or bool(cfg.get("ablation_every_validation"))
+    if asked and not cfg.model.get("learned_heads", True):
+        setting = f"ablation={shown}" if chosen else "ablation_every_validation=true"
+        raise ConfigError(f"{setting} is invalid for model={cfg.model.name}: its attention has no weights of its own, "
+                          "so it has no learned heads to switch off; leave ablation=null and "
+                          "ablation_every_validation=false, or choose a variant with weights (e.g. model=self)")
+    if cfg.get("ablation_every_validation") and chosen is not None and not chosen:
+        raise ConfigError("ablation_every_validation=true is invalid with ablation=[]: no ablation to run; "
+                          "set ablation=null (all) or e.g. ablation=[zero]")
+
+
+def per_head_metric_allowed(cfg: DictConfig, record: HeadMetric) -> bool:
+    """Whether the run logs this per-head measurement."""
+    model = cfg.model
+    if record.layer >= model.layers or (record.head is not None and record.head >= model.num_heads):
+        return False
+    if record.family.startswith("head_score/"):
+        return not model.get("encoder_decoder")
+    if record.family.startswith("ablation/"):
+        return record.family.split("/")[1] in ablations(cfg)
+    return True
+
+
 def check_optimized_metric(cfg: DictConfig) -> None:
     """What train.py returns to a sweeper must be a metric the run measures."""
     metric = str(cfg.get("optimized_metric"))
-    per_head = PER_HEAD_METRIC.fullmatch(metric)
+    record = HeadMetric.parse(metric)
     ood = cfg.task.get("ood_min_len") is not None
     if metric in VAL_METRICS or (ood and metric in OOD_METRICS):
         return
-    if per_head and int(per_head[2]) < cfg.model.layers and int(per_head[3]) < cfg.model.num_heads:
-        if not (per_head[1].startswith("head_score") and cfg.model.get("encoder_decoder")):
-            return
+    if metric == "val/in_context_score" and cfg.task.name == "induction":
+        return
+    if record is not None and per_head_metric_allowed(cfg, record):
+        return
     ood_note = "" if ood else " (ood/* needs task.ood_min_len and task.ood_max_len)"
-    scores = "" if cfg.model.get("encoder_decoder") else f" or head_score/<{'|'.join(HEAD_SCORE_KINDS)}>/layer<l>/head<h>"
+    scores = "" if cfg.model.get("encoder_decoder") else f", head_score/<{'|'.join(HEAD_SCORE_KINDS)}>/layer<l>/head<h>"
+    hows = ablations(cfg)
+    ablation = (f", ablation/<{'|'.join(hows)}>/<{'|'.join(ABLATION_METRICS)}>/layer<l>/<head<h>|all>"
+                if hows else "")
+    in_context = ", val/in_context_score" if cfg.task.name == "induction" else ""
     raise ConfigError(f"optimized_metric={metric} is invalid: choose one of {', '.join(VAL_METRICS)}"
-                      f"{', ' + ', '.join(OOD_METRICS) if ood else ''}, attention_entropy/layer<l>/head<h>{scores}, "
-                      f"with l < layers={cfg.model.layers} and h < heads={cfg.model.num_heads}{ood_note}")
+                      f"{', ' + ', '.join(OOD_METRICS) if ood else ''}{in_context}, {ENTROPY}/layer<l>/head<h>"
+                      f"{scores}{ablation}, with l < layers={cfg.model.layers} and h < heads={cfg.model.num_heads}"
+                      f"{ood_note}")
 
 
 def check_trainer(cfg: DictConfig) -> None:

@@ -80,6 +80,7 @@ class ModelConfig:
     masks: list[str] = field(default_factory=lambda: list(ALL_MASKS))  # the masks the variant accepts
     positions: list[str] = field(default_factory=lambda: list(ALL_POSITIONS))  # the positions it accepts
     grouped_kv: bool = False  # accepts kv_heads (grouped-query attention)
+    learned_heads: bool = True  # its heads have weights of their own (simple's do not: no head to ablate)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
@@ -141,6 +142,8 @@ class TrainConfig:
     probe: str = "Life is short, eat dessert first"
     log_attention_every_n_steps: int = 200
     num_predictions_logged: int = 4
+    ablation: list[str] | None = None  # head ablations at the end: zero, mean; None = both (where heads learn)
+    ablation_every_validation: bool = False  # ... and at every validation during training
     tags: list = field(default_factory=list)
     run_name: str = ""  # set by the run from its overrides (attention_lab.run.overrides.run_name)
     shown_hparams: list = field(default_factory=list)  # set by a sweep job: what its sweep varies (HParams columns)

@@ -11,8 +11,10 @@ from torch import Tensor
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from attention_lab.attention.hooks import capture
 from attention_lab.config import Mask, ModelConfig
 from attention_lab.data.corpus import PAD_ID, UNK_ID
+from attention_lab.head_metrics import ENTROPY, tag
 from attention_lab.head_scores import head_scores, score_name
 from attention_lab.model import SequenceModel
 
@@ -25,12 +27,23 @@ def attention_entropy(weights: Tensor, query_mask: Tensor) -> Tensor:
     return (row_entropy * mask).sum((0, 2)) / mask.sum((0, 2)).clamp_min(1)
 
 
+def in_context_gain(token_loss: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    """task=induction: per target of the repeat, log(words of the sequence not yet repeated) - the token's loss,
+    summed, and the number of targets: (sum, count). A guesser that knows which words are left but not their order
+    scores 0; only reading the order (the earlier copy) scores above it. Row t of the repeat has as many words left
+    as it has real targets from t to its end."""
+    real = targets != PAD_ID
+    left = real.flip(1).cumsum(1).flip(1).clamp_min(1)  # (B, T): real targets from here to the end of the row
+    gain = (left.to(token_loss.dtype).log() - token_loss) * real
+    return gain.sum(), real.sum()
+
+
 class AttentionLitModule(L.LightningModule):
     """Trains a SequenceModel built from one ModelConfig. The checkpoint's hparams hold that config and the
     vocabulary as plain types, so a checkpoint loads with ``weights_only=True`` and rebuilds the model alone."""
 
     def __init__(self, model: ModelConfig | dict, vocab: list[str],
-                 optimizer: Callable[..., torch.optim.Optimizer] | None = None) -> None:
+                 optimizer: Callable[..., torch.optim.Optimizer] | None = None, task_name: str = "") -> None:
         super().__init__()
         self.config = model if isinstance(model, ModelConfig) else ModelConfig.from_dict(model)
         self.vocab = list(vocab)
@@ -44,15 +57,17 @@ class AttentionLitModule(L.LightningModule):
         # The second validation set (task.ood_min_len..task.ood_max_len), when the datamodule gives one.
         self.ood_token_acc = MulticlassAccuracy(len(self.vocab), average="micro", ignore_index=PAD_ID)
         self.ood_seq_acc = MeanMetric()
+        # task=induction: how much the model gains from the order of the earlier copy (val/in_context_score).
+        self.in_context = MeanMetric() if task_name == "induction" else None
 
-    def forward(self, tokens: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+    def forward(self, tokens: Tensor) -> Tensor:
         padding = tokens == PAD_ID if self.padding_mask else None
-        return self.model(tokens, key_padding_mask=padding, need_weights=need_weights)
+        return self.model(tokens, key_padding_mask=padding)
 
-    def loss(self, batch: tuple[Tensor, Tensor], need_weights: bool = False) -> tuple[Tensor, Tensor, list[Tensor]]:
+    def loss(self, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         inputs, targets = batch
-        logits, weights = self(inputs, need_weights=need_weights)
-        return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD_ID), logits, weights
+        logits = self(inputs)
+        return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD_ID), logits
 
     @staticmethod
     def exact_sequences(preds: Tensor, targets: Tensor) -> Tensor:
@@ -60,7 +75,7 @@ class AttentionLitModule(L.LightningModule):
         return ((preds == targets) | (targets == PAD_ID)).all(dim=1).float()
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        loss, logits, _ = self.loss(batch)
+        loss, logits = self.loss(batch)
         # Written straight to the loggers for every `trainer.log_every_n_steps`-th step (steps n-1, 2n-1, ...): a
         # `self.log` call costs about 0.3 ms (a sixth of a step of the default model), so the other steps skip
         # the metrics altogether.
@@ -79,7 +94,8 @@ class AttentionLitModule(L.LightningModule):
         # Weights only for the first batch of the validation set: enough for the entropy curves and head scores,
         # fast path otherwise. Dataloader 1 is the longer, out-of-distribution set: ood/* metrics only.
         first = batch_idx == 0 and dataloader_idx == 0
-        loss, logits, weights = self.loss(batch, need_weights=first)
+        with capture(self.model, points=("weights",) if first else ()) as cache:
+            loss, logits = self.loss(batch)
         inputs, targets = batch
         preds = logits.argmax(-1)
         prefix, token_acc, seq_acc = (("val", self.val_token_acc, self.val_seq_acc) if dataloader_idx == 0
@@ -94,14 +110,19 @@ class AttentionLitModule(L.LightningModule):
         self.log(f"{prefix}/seq_acc", seq_acc, on_epoch=True, prog_bar=dataloader_idx == 0,
                  add_dataloader_idx=False)
         if first:
-            self.log_attention_measures(inputs, weights)
+            self.log_attention_measures(inputs, cache.layers("weights"))
+        if self.in_context is not None and dataloader_idx == 0:
+            token_loss = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD_ID, reduction="none")
+            total, count = in_context_gain(token_loss, targets)
+            self.in_context.update(total / count.clamp_min(1), weight=count)
+            self.log("val/in_context_score", self.in_context, on_epoch=True, add_dataloader_idx=False)
 
     def log_attention_measures(self, inputs: Tensor, weights: list[Tensor]) -> None:
         """Entropy of every head and, for models whose queries are the input's positions, its head scores."""
         real = inputs != PAD_ID
         for layer, w in enumerate(weights):
             for head, value in enumerate(attention_entropy(w, real)):
-                self.log(f"attention_entropy/layer{layer}/head{head}", value, on_epoch=True, sync_dist=True,
+                self.log(tag(ENTROPY, layer, head), value, on_epoch=True, sync_dist=True,
                          add_dataloader_idx=False)
             if self.model.encoder_decoder:  # rows are output slots, not input positions: no pattern applies
                 continue
@@ -120,7 +141,9 @@ class AttentionLitModule(L.LightningModule):
         tokens = torch.full((len(words_batch), length), PAD_ID, dtype=torch.long, device=self.device)
         for row, words in enumerate(words_batch):
             tokens[row, : len(words)] = torch.tensor([stoi.get(w, UNK_ID) for w in words], device=self.device)
-        logits, weights = self(tokens, need_weights=True)
+        with capture(self.model, points=("weights",)) as cache:
+            logits = self(tokens)
+        weights = cache.layers("weights")
         self.train(was_training)
         preds = [[self.vocab[i] for i in row[: len(words)]] for row, words in zip(logits.argmax(-1).tolist(), words_batch, strict=True)]
         return preds, weights

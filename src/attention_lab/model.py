@@ -41,15 +41,13 @@ class Block(nn.Module):
             nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, d_model), nn.Dropout(dropout),
         ) if block.mlp else None
 
-    def forward(self, x: Tensor, source: Tensor | None = None, *, key_padding_mask: Tensor | None = None,
-                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        context, weights = self.attention(self.norm_attention(x), source,
-                                          key_padding_mask=key_padding_mask, need_weights=need_weights)
+    def forward(self, x: Tensor, source: Tensor | None = None, *, key_padding_mask: Tensor | None = None) -> Tensor:
+        context = self.attention(self.norm_attention(x), source, key_padding_mask=key_padding_mask).context
         x = x + context if self.residual else context
         if self.mlp is not None:
             out = self.mlp(self.norm_mlp(x))
             x = x + out if self.residual else out
-        return x, weights
+        return x
 
 
 class SequenceModel(nn.Module):
@@ -88,10 +86,9 @@ class SequenceModel(nn.Module):
         )
         return Block(attention, config.d_model, config.block, config.dropout)
 
-    def forward(self, tokens: Tensor, *, key_padding_mask: Tensor | None = None,
-                need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
-        """tokens: (B, T). Returns logits (B, T, vocab) and, when need_weights, one (B, H, T, T) weight
-        tensor per block (the decoder's cross-attention blocks for an encoder-decoder)."""
+    def forward(self, tokens: Tensor, *, key_padding_mask: Tensor | None = None) -> Tensor:
+        """tokens: (B, T) -> logits (B, T, vocab). What the attention computes inside (scores, weights, each
+        head's output) is read or changed through hook points: :func:`attention_lab.attention.hooks.capture`."""
         x = self.token_embedding(tokens)  # (B, T, d_model)
         if self.position_embedding is not None:
             x = x + self.position_embedding.weight[: tokens.shape[1]]  # (T, d_model), broadcast over B
@@ -101,12 +98,9 @@ class SequenceModel(nn.Module):
         source = None
         if self.encoder_decoder:
             for layer in self.encoder:
-                x, _ = layer(x, key_padding_mask=key_padding_mask)
+                x = layer(x, key_padding_mask=key_padding_mask)
             source = x
             x = self.output_queries.weight[: tokens.shape[1]].expand_as(source)  # (B, T, d_model)
-        weights = []
         for layer in self.blocks:
-            x, w = layer(x, source, key_padding_mask=key_padding_mask, need_weights=need_weights)
-            weights.append(w)
-        logits = self.lm_head(self.final_norm(x))
-        return logits, weights if need_weights else []
+            x = layer(x, source, key_padding_mask=key_padding_mask)
+        return self.lm_head(self.final_norm(x))

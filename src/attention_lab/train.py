@@ -21,6 +21,7 @@ from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
 from attention_lab.callbacks.latest_checkpoint import LatestCheckpoint
 from attention_lab.callbacks.rng_state import RngState
+from attention_lab.callbacks.run_record import RunRecord
 from attention_lab.callbacks.steps_to_solve import StepsToSolve
 from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
 from attention_lab.config import Mask, Position
@@ -141,6 +142,9 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     # along under "hparams", as in TensorBoard's HParams tab.
     metrics.update(global_step=trainer.global_step, params=sum(p.numel() for p in module.parameters()),
                    steps_to_solve=solved.step)
+    for callback in callbacks:
+        if isinstance(callback, RunRecord):  # e.g. when the induction heads formed
+            metrics.update(callback.record())
     metrics["hparams"] = hparams_for_dashboard(cfg)
     if cfg.optimized_metric not in metrics:  # e.g. head_score/induction on a task whose words never repeat
         log.warning("optimized_metric=%s was not measured in this run: a sweeper gets no value from it",

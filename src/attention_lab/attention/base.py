@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from attention_lab.attention.alibi import alibi_bias
 from attention_lab.attention.arguments import INSIDE_ATTENTION
 from attention_lab.attention.functional import AttentionOutput, attend
+from attention_lab.attention.hooks import HookPoint
 from attention_lab.attention.masks import padding_to_attn_mask
 from attention_lab.attention.rope import apply_rope
 
@@ -55,6 +56,13 @@ class AttentionModule(nn.Module):
         self.window = window
         # learned / sinusoidal / none act on the embeddings (or not at all): nothing to do in here.
         self.position = position if position in INSIDE_ATTENTION else None
+        # What capture() and intervene() see and change (attention_lab.attention.hooks); no parameters.
+        self.hook_scores, self.hook_weights, self.hook_head_output = HookPoint(), HookPoint(), HookPoint()
+
+    def score_hooks(self) -> dict[str, HookPoint]:
+        """``attend``'s ``on_scores`` / ``on_weights`` for the points in use: none keeps the fused kernel."""
+        return {key: point for key, point in (("on_scores", self.hook_scores), ("on_weights", self.hook_weights))
+                if point.active}
 
     def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         raise NotImplementedError
@@ -77,6 +85,7 @@ class AttentionModule(nn.Module):
             need_weights=need_weights,
             dropout_p=self.dropout if self.training else 0.0,
             enable_gqa=k.shape[-3] != q.shape[-3],
+            **self.score_hooks(),
         )
 
     def forward(
@@ -107,6 +116,8 @@ class AttentionModule(nn.Module):
         if self.position == "rope":
             q, k = apply_rope(q, k)  # per head, after the projection
         context, weights = self.attend(q, k, v, padding_to_attn_mask(key_padding_mask), need_weights)
+        if self.hook_head_output.active:
+            context = self.hook_head_output(context)  # (B, H, T_q, d_v), before the heads are merged
         context = self.merge(context)  # (B, T_q, output_dim)
         if unbatched:
             context = context.squeeze(0)

@@ -14,6 +14,7 @@ masked gets all-zero weights and a zero context, never NaN.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -41,6 +42,8 @@ def attend(
     need_weights: bool = True,
     dropout_p: float = 0.0,
     enable_gqa: bool = False,
+    on_scores: Callable[[Tensor], Tensor] | None = None,
+    on_weights: Callable[[Tensor], Tensor] | None = None,
 ) -> AttentionOutput:
     """Scaled dot-product attention: softmax(q·kᵀ·scale + bias, masked) · v.
 
@@ -53,6 +56,8 @@ def attend(
     h // (H_q / H_kv), the grouping of ``F.scaled_dot_product_attention(enable_gqa=True)``.
     need_weights=False takes PyTorch's fused kernel (no T_q x T_k matrix is kept);
     need_weights=True computes the weights explicitly and returns them.
+    on_scores / on_weights see (and may replace) the masked pre-softmax scores and the weights, (..., H, T_q, T_k):
+    the hook points of :mod:`attention_lab.attention.hooks`. Either one takes the explicit path.
     dropout_p is applied to the weights as given: callers pass 0.0 outside training.
     """
     t_q, t_k = q.shape[-2], k.shape[-2]
@@ -64,7 +69,8 @@ def attend(
     only_causal = causal and mask is None and window is None
     rows_may_be_empty = mask is not None or window is not None
 
-    if not need_weights:
+    explicit = need_weights or on_scores is not None or on_weights is not None
+    if not explicit:
         if only_causal and bias is None:
             return AttentionOutput(F.scaled_dot_product_attention(
                 q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale, enable_gqa=enable_gqa), None)
@@ -92,14 +98,18 @@ def attend(
         scores = scores.add_(bias) if fits else scores + bias
     if allowed is not None:
         scores.masked_fill_(~allowed, float("-inf"))
+    if on_scores is not None:
+        scores = on_scores(scores)
     weights = torch.softmax(scores, dim=-1)
     if rows_may_be_empty:
         # softmax over an all -inf row is NaN: such a query attends to nothing.
         weights = weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
+    if on_weights is not None:
+        weights = on_weights(weights)
     if enable_gqa:
         context = (weights.unflatten(-3, (k.shape[-4], -1)) @ v).flatten(-4, -3)
     else:
         context = weights @ v
-    return AttentionOutput(context, weights)
+    return AttentionOutput(context, weights if need_weights else None)

@@ -55,12 +55,14 @@ class SimpleAttention(AttentionModule):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
         if self.normalize == "softmax":
             return attend(q, k, v, causal=self.causal, mask=mask, window=self.window, scale=1.0,
-                          need_weights=need_weights, dropout_p=self.dropout if self.training else 0.0)
+                          need_weights=need_weights, dropout_p=self.dropout if self.training else 0.0,
+                          **self.score_hooks())
         scores = q @ k.transpose(-2, -1)  # (B, 1, T, T)
         allowed = allowed_keys(q.shape[-2], k.shape[-2], causal=self.causal, window=self.window, mask=mask,
                                device=q.device)
         if allowed is not None:
             scores = scores.masked_fill(~allowed, 0.0)
+        scores = self.hook_scores(scores)
         totals = scores.sum(dim=-1, keepdim=True)
-        weights = torch.where(totals == 0, torch.zeros_like(scores), scores / totals)
+        weights = self.hook_weights(torch.where(totals == 0, torch.zeros_like(scores), scores / totals))
         return AttentionOutput(weights @ v, weights if need_weights else None)

@@ -196,7 +196,8 @@ def group_rows(sweep: Sweep, groups: list[Group]) -> tuple[list[str], list[list[
     for group in groups:
         solve = [format_solve(group)] if sweep.reports_solve else []
         rows.append([group.configuration, ", ".join(group.seeds), _statuses(group),
-                     *[format_stat(group.values(name), group.total) for name in sweep.metric_names], *solve])
+                     *[format_stat(group.values(name), group.total, ".0f" if name.endswith("_step") else ".4f")
+                       for name in sweep.metric_names], *solve])
     return header, rows
 
 

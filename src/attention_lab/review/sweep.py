@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attention_lab.head_metrics import HeadMetric
 from attention_lab.review.cli import ReviewError
 from attention_lab.review.records import (
     Unreadable,
@@ -46,6 +47,7 @@ from attention_lab.run.files import METRICS, MULTIRUN_RECORD, RUN_INFO, SAVED_CO
 RECORDED_STATUSES = ("ok", "failed", "interrupted", "running")  # what run_info.json and the summary hold
 STATUSES = (*RECORDED_STATUSES, "stale")
 STARTING = "starting"  # run_info.json while a run claims its dir: shown as running
+FORMATION_STEPS = ("formation_step", "loss_drop_step")  # experiment=induction_formation: when the heads formed
 
 
 @dataclass
@@ -54,7 +56,8 @@ class Job:
     dir: Path
     overrides: list[str]
     status: str = "running"
-    metrics: dict[str, float] = field(default_factory=dict)  # final val/*, ood/* metrics; head_score/<kind>/max
+    # final val/*, ood/*, per-head head_score/* and ablation/* metrics; head_score/<kind>/max
+    metrics: dict[str, float] = field(default_factory=dict)
     params: int | None = None
     steps: int | None = None
     wall_time_s: float | None = None  # for running jobs: time since the job started
@@ -65,6 +68,7 @@ class Job:
     reports_solve: bool = False  # metrics.json has steps_to_solve (a number, or null: never solved)
     steps_to_solve: int | None = None
     unreadable: list[str] = field(default_factory=list)  # its files named in Sweep.problems
+    formation: dict[str, Any] | None = None  # metrics.json's "formation": the history of the induction scores
 
     @property
     def value(self) -> float | None:
@@ -268,8 +272,11 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict], unreadabl
         metrics, metrics_path = entry.get("metrics") or {}, sweep_dir / SUMMARY
     status = recorded_status(entry, sweep_dir / SUMMARY, unreadable) or recorded_status(info, files[RUN_INFO], unreadable)
     if metrics:
-        job.metrics = metric_values(metrics, metrics_path, unreadable, ("val/", "ood/"))
+        job.metrics = metric_values(metrics, metrics_path, unreadable, ("val/", "ood/", "ablation/", "head_score/"))
+        job.metrics.update({key: step for key in FORMATION_STEPS
+                            if (step := amount(metrics, key, metrics_path, unreadable, whole=True)) is not None})
         job.metrics.update(best_head_scores(metrics))
+        job.formation = metrics.get("formation") if isinstance(metrics.get("formation"), dict) else None
         job.params = amount(metrics, "params", metrics_path, unreadable, whole=True)
         job.steps = amount(metrics, "global_step", metrics_path, unreadable, whole=True)
         if "steps_to_solve" in metrics:
@@ -309,7 +316,9 @@ def direction_of(hydra: dict, metric: str, path: Path, unreadable: Unreadable) -
         return direction
     if direction is not None:
         unreadable.add(path, f"hydra.sweeper.direction is {shown(direction)}, not minimize or maximize; ignored")
-    return "minimize" if re.search(r"loss|error|perplexity|entropy", metric) else "maximize"
+    if metric.startswith("ablation/"):  # the larger the drop, the more the model needs the head: ranked first
+        return "maximize"
+    return "minimize" if re.search(r"loss|error|perplexity|entropy|_step$", metric) else "maximize"
 
 
 def best_head_scores(metrics: dict[str, Any]) -> dict[str, float]:
@@ -317,10 +326,10 @@ def best_head_scores(metrics: dict[str, Any]) -> dict[str, float]:
     the run's layers x heads image shows)."""
     best: dict[str, float] = {}
     for key, value in metrics.items():
-        parts = key.split("/")
-        if len(parts) == 4 and parts[0] == "head_score" and isinstance(value, (int, float)) \
+        record = HeadMetric.parse(key)
+        if record is not None and record.family.startswith("head_score/") and isinstance(value, (int, float)) \
                 and not isinstance(value, bool) and math.isfinite(value):
-            name = f"head_score/{parts[1]}/max"
+            name = f"{record.family}/max"
             best[name] = max(best.get(name, -math.inf), float(value))
     return best
 
@@ -348,6 +357,7 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
     # val/*, then ood/*; a head score only when asked for (--metric head_score/induction/max): tables stay narrow.
     names = sorted({k for j in jobs for k in j.metrics if k.startswith(("val/", "ood/"))},
                    key=lambda k: (k.startswith("ood/"), k))
+    names += [k for k in FORMATION_STEPS if any(k in j.metrics for j in jobs)]
     measured = metric in names or any(metric in j.metrics for j in jobs)
     metric_names = ([metric] if measured or not names else []) + [k for k in names if k != metric]
 

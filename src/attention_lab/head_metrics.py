@@ -1,0 +1,92 @@
+"""Per-head measurements by name: one record (family, layer, head) and the one place that turns it into the tag
+that TensorBoard, metrics.json, ``optimized_metric`` and ``compare.py --metric`` use, and back.
+
+Tags: ``<family>/layer{l}/head{h}``, or ``<family>/layer{l}/all`` for a whole layer (ablation only), with the
+families
+
+- ``attention_entropy``: mean entropy of the head's attention rows (nats);
+- ``head_score/<kind>``: a detector score (:mod:`attention_lab.head_scores`), kind in :data:`HEAD_SCORE_KINDS`;
+- ``ablation/<how>/<metric>``: what switching the head off costs on the validation set
+  (:mod:`attention_lab.ablation`), how in :data:`ABLATIONS`, metric in :data:`ABLATION_METRICS`.
+
+Light (no torch import): the config checks use it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+HEAD_SCORE_KINDS = ("previous_token", "self", "induction", "duplicate_token")
+ABLATIONS = ("zero", "mean")  # the head's output set to 0 / to its mean over the validation set
+ABLATION_METRICS = ("loss", "token_acc")  # loss: the increase; token_acc: the drop
+ENTROPY = "attention_entropy"
+WHOLE_LAYER = "all"
+
+
+def score_family(kind: str) -> str:
+    return f"head_score/{kind}"
+
+
+def ablation_family(how: str, metric: str) -> str:
+    return f"ablation/{how}/{metric}"
+
+
+FAMILIES = (ENTROPY, *(score_family(k) for k in HEAD_SCORE_KINDS),
+            *(ablation_family(h, m) for h in ABLATIONS for m in ABLATION_METRICS))
+WHOLE_LAYER_FAMILIES = tuple(f for f in FAMILIES if f.startswith("ablation/"))
+
+
+@dataclass(frozen=True)
+class HeadMetric:
+    """One measurement of one head (``head=None``: of the whole layer)."""
+
+    family: str
+    layer: int
+    head: int | None
+
+    @property
+    def tag(self) -> str:
+        return f"{self.family}/layer{self.layer}/{WHOLE_LAYER if self.head is None else f'head{self.head}'}"
+
+    @classmethod
+    def parse(cls, tag: str) -> HeadMetric | None:
+        """The record of a tag this module writes, or None for any other name."""
+        family, _, rest = tag.rpartition("/layer")
+        layer, _, head = rest.partition("/")
+        if family not in FAMILIES or not layer.isdigit():
+            return None
+        if head == WHOLE_LAYER and family in WHOLE_LAYER_FAMILIES:
+            return cls(family, int(layer), None)
+        if head.startswith("head") and head[4:].isdigit():
+            return cls(family, int(layer), int(head[4:]))
+        return None
+
+
+def tag(family: str, layer: int, head: int | None) -> str:
+    return HeadMetric(family, layer, head).tag
+
+
+def grid(metrics: Mapping[str, float], family: str) -> list[list[float]] | None:
+    """The logged values of one family as a layers x heads grid (NaN where missing; whole-layer values left
+    out), or None when none is logged."""
+    cells: dict[tuple[int, int], float] = {}
+    for name, value in metrics.items():
+        record = HeadMetric.parse(name)
+        if record is not None and record.family == family and record.head is not None:
+            cells[record.layer, record.head] = float(value)
+    if not cells:
+        return None
+    layers, heads = max(layer for layer, _ in cells) + 1, max(h for _, h in cells) + 1
+    return [[cells.get((layer, h), math.nan) for h in range(heads)] for layer in range(layers)]
+
+
+def layer_values(metrics: Mapping[str, float], family: str) -> dict[int, float]:
+    """The whole-layer values of one family: layer -> value."""
+    values = {}
+    for name, value in metrics.items():
+        record = HeadMetric.parse(name)
+        if record is not None and record.family == family and record.head is None:
+            values[record.layer] = float(value)
+    return values

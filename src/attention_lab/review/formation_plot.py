@@ -1,0 +1,58 @@
+"""The induction heads forming, in one picture (``compare.py --plot``): for every job of a sweep that recorded its
+history (``formation`` in metrics.json, :class:`~attention_lab.callbacks.induction_formation.InductionFormation`),
+the validation loss, the best previous-token score and the best induction score against the training step, one
+line per seed, coloured by configuration; each run's formation step is marked on all three panels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attention_lab.review.cli import ReviewError
+from attention_lab.review.sweep import Sweep, seed_groups, seed_of
+
+PANELS = (("val/loss", "validation loss"), ("previous_token", "best previous-token score"),
+          ("induction", "best induction score"))
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+
+
+def formation_figure(sweep: Sweep, path: Path) -> Path:
+    from matplotlib.figure import Figure
+
+    groups = [(group, [j for j in group.ok if j.formation]) for group in seed_groups(sweep)]
+    groups = [(group, jobs) for group, jobs in groups if jobs]
+    if not groups:
+        raise ReviewError(f"no job of {sweep.dir} recorded the history of its head scores (metrics.json "
+                          "'formation'): --plot needs a sweep such as experiment=induction_formation")
+    fig = Figure(figsize=(8.5, 8.0), dpi=100, layout="constrained")
+    axes = fig.subplots(len(PANELS), 1, sharex=True)
+    for index, (group, jobs) in enumerate(groups):
+        color = COLORS[index % len(COLORS)]
+        for number, job in enumerate(jobs):
+            history, formed = job.formation, job.metrics.get("formation_step")
+            label = group.configuration if number == 0 else None
+            for ax, (key, _) in zip(axes, PANELS, strict=True):
+                points = [(s, v) for s, v in zip(history["step"], history.get(key, []), strict=False) if v is not None]
+                if not points:
+                    continue
+                steps, values = zip(*points, strict=True)
+                ax.plot(steps, values, color=color, alpha=0.75, linewidth=1.2, label=label)
+                if formed is not None and formed in steps:
+                    ax.plot([formed], [values[steps.index(formed)]], marker="o", color=color, markersize=6,
+                            markeredgecolor="black", linestyle="none")
+            if formed is not None:
+                axes[-1].annotate(f"seed {seed_of(job) or '?'}", (formed, history["threshold"]), fontsize=7,
+                                  xytext=(2, -10 - 8 * (number % 3)), textcoords="offset points", color=color)
+    threshold = next(jobs[0].formation["threshold"] for _, jobs in groups)
+    axes[-1].axhline(threshold, color="grey", linestyle="--", linewidth=0.8,
+                     label=f"formation: a head above layer 0 reaches {threshold:g}")
+    for ax, (_, title) in zip(axes, PANELS, strict=True):
+        ax.set_ylabel(title)
+        ax.grid(alpha=0.3)
+    axes[1].set_ylim(0, 1)
+    axes[2].set_ylim(0, 1)
+    axes[0].legend(fontsize=8, title="one line per seed", title_fontsize=8)
+    axes[-1].legend(fontsize=8, loc="lower right")
+    axes[-1].set_xlabel("training step (dots: each run's formation step)")
+    fig.suptitle(f"Induction heads forming · {sweep.dir.name}", fontsize=11)
+    fig.savefig(path)
+    return path
