@@ -5,13 +5,9 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
-# <family>/layer{l}/head{h} or <family>/layer{l}/all, where family is head_score/<kind> or
-# ablation/<how>/<metric>
-HEAD_TAG = re.compile(r"^(?P<family>head_score/[A-Za-z0-9_]+|ablation/[A-Za-z0-9_]+/[A-Za-z0-9_]+)"
-                      r"/layer(?P<layer>\d+)/(?:head(?P<head>\d+)|(?P<all>all))$")
+from attention_lab.head_metrics import HeadMetric
 
 DESCRIPTIONS = {
     "head_score": "0..1: how much of its attention the head gives to the pattern's key",
@@ -19,20 +15,11 @@ DESCRIPTIONS = {
 }
 
 
-@dataclass(frozen=True)
-class HeadTag:
-    family: str  # "head_score/induction", "ablation/zero/loss"
-    layer: int
-    head: int | None  # None: the whole layer (ablation only)
-
-
-def parse_tag(tag: str) -> HeadTag | None:
-    """The family, layer and head a scalar's tag names, or None for any other scalar."""
-    match = HEAD_TAG.match(tag)
-    if match is None:
-        return None
-    head = match.group("head")
-    return HeadTag(match.group("family"), int(match.group("layer")), None if head is None else int(head))
+def parse_tag(tag: str) -> HeadMetric | None:
+    """The family, layer and head of a head score's or an ablation's tag (:mod:`attention_lab.head_metrics`, the one
+    place that writes them), or None for any other scalar."""
+    record = HeadMetric.parse(tag)
+    return record if record is not None and record.family.split("/", 1)[0] in DESCRIPTIONS else None
 
 
 @dataclass
