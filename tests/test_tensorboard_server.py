@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from attention_lab.head_metrics import ENTROPY, FAMILIES
 from conftest import SOLVED_RUN_MAX_STEPS
 from tb_server import TensorBoard, serve
 
@@ -66,4 +67,5 @@ def test_server_lists_the_attention_tab_and_serves_its_maps(tensorboard: TensorB
     assert data["steps"][0] == 50 and all(s % 50 == 0 for s in data["steps"][:-1]) and 2 <= len(data["steps"]) <= 10
     assert len(data["weights"]) == 2 and len(data["weights"][0]) == 4  # layers x heads
     grids = tensorboard.get_json("/data/plugin/attention_lab/scores", run=RUN, step=str(data["step"]))["grids"]
-    assert {g["family"] for g in grids} == {"head_score/previous_token", "head_score/self", "head_score/induction"}
+    # A default run logs every head score and both ablations of the final validation (attention_lab.head_metrics).
+    assert {g["family"] for g in grids} == {f for f in FAMILIES if f != ENTROPY}
