@@ -25,10 +25,13 @@ WINDOWS = [None, 2]
 VOCAB = ["<pad>", "<unk>", *"abcdefgh"]
 
 
-def expected_rejection(model: str, position: str, mask: str) -> str | None:
+def expected_rejection(model: str, position: str, mask: str, window: int | None = None) -> str | None:
     """The setting each rule names (independent of the checks' code: written from the variants' nature)."""
-    if model in ("simple", "cross") and position in ("rope", "alibi"):
-        return f"position={position}"  # simple has no projections; cross's queries and keys are two sequences
+    if model in ("simple", "cross", "linear", "conv") and position in ("rope", "alibi"):
+        return f"position={position}"  # simple has no projections; cross's queries and keys are two sequences;
+        # linear attention forms no scores; a convolution has no queries and keys
+    if model in ("linear", "conv") and window:
+        return f"window={window}"  # linear attention sums over every key; the filter is as long as the sequence
     if model == "cross" and mask == "causal":
         return "mask=causal"
     return None
@@ -46,7 +49,7 @@ def overrides(model: str, position: str, mask: str, window: int | None) -> list[
                          ids=[f"{m}-{p}-{k}-w{w}" for m, p, k, w in COMBINATIONS])
 def test_every_combination_builds_or_is_rejected_naming_the_setting(model, position, mask, window):
     cfg = compose_config(overrides(model, position, mask, window))
-    rejected = expected_rejection(model, position, mask)
+    rejected = expected_rejection(model, position, mask, window)
     if rejected:
         with pytest.raises(ConfigError) as err:
             validate(cfg)
@@ -57,7 +60,7 @@ def test_every_combination_builds_or_is_rejected_naming_the_setting(model, posit
     tokens = torch.tensor([[2, 3, 4, 5, 6], [7, 8, 9, PAD_ID, PAD_ID]])
     logits, weights = module(tokens, need_weights=True)
     assert logits.shape == (2, 5, len(VOCAB)) and torch.isfinite(logits).all()
-    heads = cfg.model.num_heads if model in ("multihead", "multihead_concat") else 1
+    heads = cfg.model.num_heads if ATTENTION_REGISTRY[model].multi_head else 1
     assert [tuple(w.shape) for w in weights] == [(2, heads, 5, 5)] * cfg.layers
     distance = torch.arange(5)[:, None] - torch.arange(5)[None, :]  # i - j
     for w in weights:

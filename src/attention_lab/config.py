@@ -80,6 +80,7 @@ class ModelConfig:
     masks: list[str] = field(default_factory=lambda: list(ALL_MASKS))  # the masks the variant accepts
     positions: list[str] = field(default_factory=lambda: list(ALL_POSITIONS))  # the positions it accepts
     grouped_kv: bool = False  # accepts kv_heads (grouped-query attention)
+    rejects: list[str] = field(default_factory=list)  # knobs it does not take: window, dropout
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
@@ -98,6 +99,7 @@ class ModelConfig:
 class TaskConfig:
     name: str = MISSING  # a task module of attention_lab.data.tasks
     corpus: str | None = None  # path to a UTF-8 text file, one sentence per line; None = the notebooks'
+    words: int | None = None  # the vocabulary's words: None = the corpus's; N = the corpus's, then w0, w1, ... to N
     min_len: int = 3
     max_len: int = 8
     train_size: int = 4000

@@ -69,8 +69,7 @@ def check_position(variant: str, cls: type, position: object) -> None:
     if position is not None and position not in POSITIONS:
         raise AttentionArgumentError("position", position, f"one of {', '.join(POSITIONS)} (or None)")
     if position in INSIDE_ATTENTION and (not cls.projects or cls.takes_source):
-        reason = ("it has no query/key projections" if not cls.projects
-                  else "its queries and keys come from different sequences")
+        reason = cls.positions_note if not cls.projects else "its queries and keys come from different sequences"
         allowed = ", ".join(OUTSIDE_ATTENTION)
         raise AttentionArgumentError(
             "position", position, f"one of {allowed} for '{variant}'",

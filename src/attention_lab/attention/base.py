@@ -39,6 +39,10 @@ class AttentionModule(nn.Module):
     grouped_kv: ClassVar[bool]  # accepts kv_heads < num_heads (grouped-query attention)
     projects: ClassVar[bool]  # has query/key projections, so rope and alibi make sense
     options: ClassVar[tuple[str, ...]] = ()  # its own build_attention keywords (e.g. normalize)
+    # What its weights are: "softmax" (rows sum to 1) for attention; the mixers that replace it say theirs
+    # ("linear", "sigmoid", "conv"). Why rope and alibi are refused when `projects` is False:
+    kind: ClassVar[str] = "softmax"
+    positions_note: ClassVar[str] = "it has no query/key projections"
 
     @classmethod
     def d_out_for(cls, d_model: int, num_heads: int) -> int:
