@@ -54,7 +54,7 @@ def test_the_preset_is_four_mixers_at_four_widths_over_three_seeds():
         (m, d, s) for m in ("multihead", "linear", "sigmoid", "conv") for d in (16, 32, 64, 128) for s in (0, 1, 2)}
     for config in configs:  # the same task and the same budget for every job
         assert (config.task.name, config.task.words, config.task.pairs, config.task.queries) == ("recall", 256, 6, 6)
-        assert (config.mask, config.max_steps, config.lr, config.heads) == ("causal", 600, 0.01, 4)
+        assert (config.mask, config.max_steps, config.lr, config.heads) == ("causal", 800, 0.003, 4)
 
 
 def metrics(job: Path) -> dict:
