@@ -97,14 +97,15 @@ def training_step(module: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor, 
 
 
 def time_lengths(shape: ScalingShape, *, rounds: int, device: str, progress: Progress) -> dict[str, dict[int, list]]:
-    """fwd+bwd seconds of every mixer at every length, every round; the cases rotate within a round."""
+    """fwd+bwd seconds of every mixer at every length, every round. Each round visits every length, and the
+    mixers rotate within a round: a burst of load on the shared machine spreads over all the lengths."""
     modules = {name: build(name, shape, device) for name in MIXERS}
     generator = torch.Generator().manual_seed(1)
+    inputs = {t: (torch.randn(shape.batch, t, shape.d_model, generator=generator).to(device),
+                  torch.randn(shape.batch, t, shape.d_model, generator=generator).to(device)) for t in shape.lengths}
     seconds: dict[str, dict[int, list[float]]] = {name: {t: [] for t in shape.lengths} for name in MIXERS}
-    for t in shape.lengths:
-        x = torch.randn(shape.batch, t, shape.d_model, generator=generator).to(device)
-        grad = torch.randn(shape.batch, t, shape.d_model, generator=generator).to(device)
-        for round_index in range(rounds):
+    for round_index in range(rounds):
+        for t, (x, grad) in inputs.items():
             order = MIXERS[round_index % 3:] + MIXERS[:round_index % 3]
             for name in order:
                 progress(f"E scaling: {t} tokens, round {round_index + 1}/{rounds} · {name}")
@@ -135,6 +136,7 @@ def time_twins(shape: ScalingShape, *, rounds: int, device: str, progress: Progr
 
 def peak_memory(request: dict[str, Any]) -> float | None:
     """MiB that one forward+backward of the mixer adds to what is allocated before it (see benchmarks.memory)."""
+    torch.set_num_threads(1)  # as the timings
     shape = ScalingShape(request["batch"], request["d_model"], request["heads"], (), 0, 0.0)
     device = request["device"]
     module = build(request["name"], shape, device)
@@ -191,7 +193,18 @@ def plot(lengths: list[int], seconds: dict[str, list[float]], memory: dict[str, 
 
 def run_scaling(shape: ScalingShape, *, repeats: int = 3, device: str = "cpu", plot_path: Path | None = None,
                 progress: Progress = no_progress) -> tuple[list[Row], None]:
-    """Section E: its rows (no targets: the exponents are measured, not promised)."""
+    """Section E: its rows (no targets: the exponents are measured, not promised). On one CPU thread: on a shared
+    machine two threads wait on each other between small ops, a floor that hides how the work grows with T."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return scaling_rows(shape, repeats=repeats, device=device, plot_path=plot_path, progress=progress), None
+    finally:
+        torch.set_num_threads(threads)
+
+
+def scaling_rows(shape: ScalingShape, *, repeats: int, device: str, plot_path: Path | None,
+                 progress: Progress) -> list[Row]:
     lengths = list(shape.lengths)
     timed = time_lengths(shape, rounds=repeats, device=device, progress=progress)
     seconds = {name: [median(timed[name][t]) for t in lengths] for name in MIXERS}
@@ -232,7 +245,7 @@ def run_scaling(shape: ScalingShape, *, repeats: int = 3, device: str = "cpu", p
                         twin * 1e3, "ms", samples=[v * 1e3 for v in twins[f"{name}_twin"]]))
     if plot_path is not None:
         plot(lengths, seconds, memory, plot_path)
-    return rows, None
+    return rows
 
 
 if __name__ == "__main__":
