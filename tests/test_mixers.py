@@ -321,3 +321,20 @@ def test_the_yamls_declare_what_the_mixers_reject():
                 assert rejected and err.argument == knob
             else:
                 assert not rejected, (variant, knob)
+
+
+@pytest.mark.parametrize(("overrides", "setting"), [
+    (["model=linear", "model.dropout=0.1"], "model.dropout=0.1"),
+    (["model=conv", "model.dropout=0.2"], "model.dropout=0.2"),
+    (["model=conv", "kv_heads=2"], "kv_heads=2"),
+    (["model=linear", "window=3"], "window=3"),
+])
+def test_the_config_refuses_what_a_mixer_does_not_take_in_one_line(overrides, setting):
+    from attention_lab.checks import validate
+    from attention_lab.errors import ConfigError
+    from conftest import compose_config
+
+    with pytest.raises(ConfigError) as err:
+        validate(compose_config(overrides))
+    assert setting in str(err.value) and "\n" not in str(err.value)
+    validate(compose_config([*overrides[:1], "model.dropout=0.0"]))  # the mixer itself is fine
