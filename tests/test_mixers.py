@@ -291,11 +291,17 @@ def test_gradcheck(variant, causal, padded, need_weights):
     ("sigmoid", dict(score_bias="minus log n")),
     ("sigmoid", dict(score_bias=float("nan"))),
     ("multihead", dict(score_bias=-1.0)),
+    ("linear", dict(d_out=6, num_heads=4)),
+    ("sigmoid", dict(d_out=6, num_heads=4)),
+    ("conv", dict(d_out=6, num_heads=4)),
+    ("sigmoid", dict(d_v=2)),
 ], ids=lambda v: v if isinstance(v, str) else "-".join(f"{k}={x}" for k, x in v.items()))
 def test_options_that_do_not_apply_are_rejected(variant, option):
     with pytest.raises(AttentionArgumentError) as err:
-        build_attention(variant, d_in=4, d_out=4, num_heads=2, **option)
-    assert err.value.argument == next(iter(option)) and "\n" not in str(err.value)
+        build_attention(variant, **{"d_in": 4, "d_out": 4, "num_heads": 2, **option})
+    rejected = "num_heads" if "d_out" in option else next(iter(option))
+    assert err.value.argument == rejected and "\n" not in str(err.value)
+    assert variant in str(err.value) or (variant, rejected) == ("sigmoid", "score_bias")  # the message names the variant
 
 
 def test_sigmoid_attention_is_not_normalised_and_starts_near_one_per_row():

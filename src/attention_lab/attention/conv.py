@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attention_lab.attention.arguments import check_split_heads
 from attention_lab.attention.base import AttentionModule
 from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.functional import AttentionOutput
@@ -96,13 +97,7 @@ class GatedLongConvolution(AttentionModule):
                 "dropout", dropout, "0.0 for 'conv'",
                 f"dropout must be 0.0 for 'conv': its fast path has no map to drop entries of, got {dropout}")
         super().__init__(**common)
-        if d_out % self.num_heads:
-            raise AttentionArgumentError(
-                "num_heads", self.num_heads, f"a divisor of d_out ({d_out})",
-                f"d_out ({d_out}) must be divisible by num_heads ({self.num_heads}) for 'conv'")
-        if d_v not in (None, d_out):
-            raise AttentionArgumentError("d_v", d_v, f"None or d_out ({d_out}) for 'conv'",
-                                         f"d_v must equal d_out for 'conv' (the gate multiplies the values), got {d_v}")
+        check_split_heads("conv", d_out, self.num_heads, d_v)
         self.head_dim = d_out // self.num_heads
         self.W_gate = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)

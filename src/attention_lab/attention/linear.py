@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attention_lab.attention.arguments import check_split_heads
 from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.functional import AttentionOutput
 from attention_lab.attention.masks import allowed_keys
@@ -77,6 +78,7 @@ class LinearAttention(MultiHeadAttention):
             raise AttentionArgumentError(
                 "dropout", dropout, "0.0 for 'linear'",
                 f"dropout must be 0.0 for 'linear': its fast path has no attention weights to drop, got {dropout}")
+        check_split_heads("linear", d_out, common.get("num_heads", 1), common.get("d_v"))
         super().__init__(d_in, d_out, **common)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:

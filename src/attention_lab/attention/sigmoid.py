@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attention_lab.attention.alibi import alibi_bias
+from attention_lab.attention.arguments import check_split_heads
 from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.functional import AttentionOutput
 from attention_lab.attention.masks import allowed_keys
@@ -38,6 +39,7 @@ class SigmoidAttention(MultiHeadAttention):
         if score_bias is not None and (isinstance(score_bias, bool) or not isinstance(score_bias, (int, float))
                                        or not math.isfinite(score_bias)):
             raise AttentionArgumentError("score_bias", score_bias, "a finite number, or None for -log(T_k)")
+        check_split_heads("sigmoid", d_out, common.get("num_heads", 1), common.get("d_v"))
         super().__init__(d_in, d_out, **common)
         self.score_bias = score_bias
 
