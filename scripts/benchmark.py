@@ -12,6 +12,9 @@ B  training throughput: scripts/train.py (Lightning) vs a plain PyTorch loop on 
 C  attention-map logging overhead: the same training with the TensorBoard heatmaps on and off; and the head
    ablation of the final validation, on and off
 D  start-up and time to result: --help, config errors, first training step, solving the default task
+E  what replaces attention: fwd+bwd time and peak memory against the sequence length (256..8192) for multihead,
+   linear and conv, growth exponents, crossover, a log-log plot (<json>.png); linear, sigmoid and conv against
+   hand-written twins
 
 Prints rich tables and writes every number (and every sample) to outputs/benchmarks/<timestamp>.json.
 The method and the latest results: docs/benchmarks.md.
@@ -40,8 +43,8 @@ def parse_sections(text: str) -> str:
     chosen = [s.strip().upper() for s in text.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SECTIONS]
     if not chosen or unknown:
-        raise argparse.ArgumentTypeError(f"choose among A, B, C, D (comma-separated), got {text!r}")
-    return "".join(s for s in SECTIONS if s in chosen)  # e.g. "AB", in A-D order
+        raise argparse.ArgumentTypeError(f"choose among A, B, C, D, E (comma-separated), got {text!r}")
+    return "".join(s for s in SECTIONS if s in chosen)  # e.g. "AB", in A-E order
 
 
 def positive_int(text: str) -> int:
@@ -68,7 +71,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="timed rounds of the kernels and of the start-up commands (default 5; --quick: 3 and 1)")
     parser.add_argument("--train-rounds", type=positive_int, default=None,
                         help="rounds of training runs for B, C and D (default 3; --quick: 1)")
-    parser.add_argument("--sections", type=parse_sections, default="A,B,C,D", help="e.g. A,B (default: A,B,C,D)")
+    parser.add_argument("--sections", type=parse_sections, default="A,B,C,D,E", help="e.g. A,B (default: A,B,C,D,E)")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "outputs" / "benchmarks",
                         help="where the JSON results go (default: outputs/benchmarks)")
     parser.add_argument("--markdown", action="store_true",
@@ -81,12 +84,14 @@ def combined(*parts: tuple[list, dict]) -> tuple[list, dict]:
     return [row for rows, _ in parts for row in rows], {k: v for _, targets in parts for k, v in targets.items()}
 
 
-def measure(args: argparse.Namespace, shape, plan, report) -> tuple[list, list[str], dict, dict]:
+def measure(args: argparse.Namespace, shape, plan, report, plot_path: Path | None = None
+            ) -> tuple[list, list[str], dict, dict]:
     """Runs the chosen sections: (rows, errors, training runs, each section's target inputs)."""
     from benchmarks.ablation_overhead import ablation_rows
     from benchmarks.compose import compose_train_config
     from benchmarks.kernels import run_kernels
     from benchmarks.logging_overhead import logging_rows
+    from benchmarks.scaling import FULL_SCALING, QUICK_SCALING, run_scaling
     from benchmarks.startup import run_startup, startup_rows
     from benchmarks.throughput import throughput_rows
     from benchmarks.training import run_training
@@ -124,6 +129,9 @@ def measure(args: argparse.Namespace, shape, plan, report) -> tuple[list, list[s
     if "D" in args.sections:
         attempt("D", lambda: startup_rows(run_startup(repeats=startup_repeats, device=args.device, progress=report),
                                           runs, plan))
+    if "E" in args.sections:
+        attempt("E", lambda: run_scaling(QUICK_SCALING if args.quick else FULL_SCALING, repeats=kernel_repeats,
+                                         device=args.device, plot_path=plot_path, progress=report))
     return rows, errors, runs, targets_in
 
 
@@ -159,14 +167,17 @@ def main(argv: list[str] | None = None) -> int:
                   f"device {args.device} · load average {load_start}")
 
     started = time.perf_counter()
+    path = unique_json_path(args.out_dir)  # reserved now: section E's plot goes beside it
+    path.touch(exist_ok=False)
+    plot_path = path.with_suffix(".png") if "E" in args.sections else None
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                         console=Console(stderr=True), transient=True)
     with progress:
         task = progress.add_task("starting", total=None)
         rows, errors, runs, targets_in = measure(args, shape, plan,
-                                                 lambda text: progress.update(task, description=text))
+                                                 lambda text: progress.update(task, description=text), plot_path)
 
-    targets = target_rows(*(targets_in[s] for s in SECTIONS), heads=shape.heads)
+    targets = target_rows(*(targets_in[s] for s in "ABCD"), heads=shape.heads)
     kernel_repeats = args.repeats or (3 if args.quick else 5)
     startup_repeats = args.repeats or (1 if args.quick else 5)
     training = ("the default run (python scripts/train.py)" if plan.max_steps is None
@@ -177,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         "B": f"B. Training throughput: {training}, median of {plan.rounds} runs each",
         "C": f"C. Attention-map logging overhead and head ablation: {training}, median of {plan.rounds} runs each",
         "D": f"D. Start-up and time to result: median of {startup_repeats} rounds; training runs of B/C",
+        "E": "E. What replaces attention: causal mixers against the sequence length, batch and width fixed "
+             f"(see docs/benchmarks.md); median of {kernel_repeats} rounds",
     }
     for section in args.sections:
         section_rows = [r for r in rows if r.section == section]
@@ -188,7 +201,6 @@ def main(argv: list[str] | None = None) -> int:
         console.print(markdown(rows, targets), markup=False, highlight=False, soft_wrap=True)
 
     load_end = load_average()
-    path = unique_json_path(args.out_dir)
     result = {
         "created": datetime.now().isoformat(timespec="microseconds"),
         "command": command,
@@ -203,10 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         "runs": [run for kind in runs.values() for run in kind],
         "errors": errors,
     }
-    with path.open("x") as f:  # never overwrites
+    with path.open("w") as f:  # the name reserved above: never another run's
         json.dump(result, f, indent=2)
     console.print(f"{len(rows)} rows in {result['duration_s']:.0f} s · load average {load_start} -> {load_end} · "
-                  f"written to {path}")
+                  f"written to {path}" + (f" (plot: {plot_path})" if plot_path and plot_path.exists() else ""))
     for error in errors:
         console.print(f"[red]error[/] {error}", markup=True, highlight=False)
     return 1 if errors else 0

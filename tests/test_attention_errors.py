@@ -59,7 +59,7 @@ def test_dropout_in_zero_one(variant, dropout):
 
 @pytest.mark.parametrize("variant", SINGLE_HEAD)
 def test_single_head_variants_reject_several_heads(variant):
-    with pytest.raises(ValueError, match=rf"num_heads must be 1 for '{variant}'.*use 'multihead'") as error:
+    with pytest.raises(ValueError, match=rf"num_heads must be 1 for '{variant}'.*use .*'multihead'") as error:
         build_attention(variant, d_in=4, d_out=4, num_heads=2)
     assert (error.value.argument, error.value.value) == ("num_heads", 2)
 
@@ -197,8 +197,9 @@ def test_kv_heads_must_divide_num_heads():
 
 def test_kv_heads_is_only_for_grouped_variants():
     grouped = sorted(name for name, cls in ATTENTION_REGISTRY.items() if cls.grouped_kv)
-    assert grouped == ["multihead"]
-    with pytest.raises(AttentionArgumentError, match=r"kv_heads is for grouped-query attention \('multihead'\)"):
+    assert grouped == ["linear", "multihead", "sigmoid"]
+    with pytest.raises(AttentionArgumentError,
+                       match=r"kv_heads is for grouped-query attention \('linear', 'multihead' or 'sigmoid'\)"):
         build_attention("self", d_in=4, d_out=4, kv_heads=2)
     # kv_heads equal to num_heads is what every variant does anyway: accepted.
     for variant in VARIANTS:

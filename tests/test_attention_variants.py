@@ -25,6 +25,10 @@ from attention_lab.attention.registry import register
 from attention_lab.attention.rope import apply_rope
 from test_attention_reference import assert_close, paper_alibi_slopes, reference_rope
 
+SOFTMAX_VARIANTS = [v for v in VARIANTS if ATTENTION_REGISTRY[v].kind == "softmax"]
+# The variants that take a window: softmax attention and sigmoid attention (linear and conv read every key).
+WINDOWED_VARIANTS = [v for v in VARIANTS if ATTENTION_REGISTRY[v].kind in ("softmax", "sigmoid")]
+
 # ---------------------------------------------------------------------------------------------
 # one file per variant
 # ---------------------------------------------------------------------------------------------
@@ -69,6 +73,9 @@ def test_the_declarations_match_the_variants():
         "cross": (True, False, False, True),
         "multihead": (False, True, True, True),
         "multihead_concat": (False, True, False, True),
+        "linear": (False, True, True, False),
+        "sigmoid": (False, True, True, True),
+        "conv": (False, True, False, False),
     }
     assert ATTENTION_REGISTRY["simple"].options == ("normalize",)
 
@@ -239,7 +246,8 @@ def test_fully_masked_rows_stay_finite_with_every_option():
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant, causal", [(v, c) for v in VARIANTS for c in (False, True) if not (c and v == "cross")])
+@pytest.mark.parametrize("variant, causal", [(v, c) for v in SOFTMAX_VARIANTS for c in (False, True)
+                                             if not (c and v == "cross")])
 @pytest.mark.parametrize("window", [1, 2, 3])
 def test_window_hides_keys_outside_it(variant, causal, window):
     heads = 2 if ATTENTION_REGISTRY[variant].multi_head else 1
@@ -254,7 +262,7 @@ def test_window_hides_keys_outside_it(variant, causal, window):
     assert_close(weights.sum(dim=-1), torch.ones(heads, 6))
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", WINDOWED_VARIANTS)
 def test_window_as_long_as_the_sequence_changes_nothing(variant):
     heads = 2 if ATTENTION_REGISTRY[variant].multi_head else 1
     x = torch.randn(2, 5, 4)

@@ -20,6 +20,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
@@ -39,6 +40,11 @@ EXPECTED_ROWS = {
     "C/ablation_run_ratio",
     "D/help", "D/config_error", "D/type_error", "D/import_lightning", "D/first_step", "D/time_to_result",
     "D/default_run",
+    *(f"E/{kind}/{mixer}/{t}" for kind in ("fwd+bwd", "memory") for mixer in ("multihead", "linear", "conv")
+      for t in (64, 128, 256)),
+    *(f"E/{kind}/{mixer}" for kind in ("exponent", "exponent_upper") for mixer in ("multihead", "linear", "conv")),
+    "E/crossover/linear", "E/crossover/conv",
+    *(f"E/twin/{mixer}{twin}" for mixer in ("linear", "sigmoid", "conv") for twin in ("", "_twin")),
 }
 EXPECTED_TARGETS = {
     "target/A/fwd+bwd_vs_plain", "target/A/fwd+bwd_vs_nn_mha", "target/A/fwd_gemm_fraction",
@@ -47,7 +53,8 @@ EXPECTED_TARGETS = {
     "target/D/first_step",
 }
 # Rows without a value in --quick: no default run (time to result), runs too short for a second map event.
-EMPTY_IN_QUICK = {"D/time_to_result", "D/default_run", "C/event"}
+# Section E's crossovers: none when a mixer is not faster than softmax attention within the lengths measured.
+EMPTY_IN_QUICK = {"D/time_to_result", "D/default_run", "C/event", "E/crossover/linear", "E/crossover/conv"}
 
 
 def harness(name: str):
@@ -108,9 +115,11 @@ def test_quick_records_machine_command_and_runs(quick):
 def test_quick_prints_tables(quick):
     proc, _, _ = quick
     for title in ("A. Attention kernels", "B. Training throughput", "C. Attention-map logging overhead",
-                  "D. Start-up and time to result", "Targets"):
+                  "D. Start-up and time to result", "E. What replaces attention", "Targets"):
         assert title in proc.stdout
     assert "written to" in proc.stdout
+    with Image.open(next(quick[2].glob("*.png"))) as plot:  # section E's log-log plot, beside the JSON
+        assert plot.format == "PNG" and plot.size == (1000, 420)
 
 
 def test_results_never_overwrite(tmp_path):
@@ -272,3 +281,29 @@ def test_logging_events_and_time_in_logger():
     assert overhead.logging_events(run, 7) == [0.1]
     assert overhead.time_in_logger(run) == pytest.approx(0.1 + 0.2 + 3.0 + 0.1 + 0.2 + 4.0 + 0.1 + 5.0)
 
+
+
+# --------------------------------------------------------------------------------------------------------
+# Section E: the mixers' twins, the fitted exponents and the crossover
+
+
+@pytest.mark.parametrize("mixer", ["linear", "sigmoid", "conv"])
+def test_mixer_twins_compute_what_our_variants_compute(mixer):
+    scaling = harness("scaling")
+    shape = scaling.ScalingShape(batch=2, d_model=16, heads=2, lengths=(), twin_tokens=0, min_run_time=0.0)
+    ours = scaling.build(mixer, shape)
+    twin = scaling.twin_of(mixer, ours, shape, "cpu")
+    x = torch.randn(2, 70, 16)  # longer than a chunk of the linear prefix sums (64)
+    torch.testing.assert_close(ours(x).context, twin(x), atol=2e-5, rtol=1e-4)
+
+
+def test_fitted_exponents_and_crossover_of_known_power_laws():
+    scaling = harness("scaling")
+    lengths = [256, 512, 1024, 2048]
+    quadratic = [3e-9 * t**2 for t in lengths]
+    linear = [1e-6 * t for t in lengths]  # 1e-6 T = 3e-9 T^2 at T = 1000/3
+    assert scaling.fit_exponent(lengths, quadratic) == pytest.approx(2.0)
+    assert scaling.fit_exponent(lengths, linear) == pytest.approx(1.0)
+    assert scaling.crossover(lengths, linear, quadratic) == pytest.approx(1000 / 3)
+    assert scaling.crossover(lengths, [10 * q for q in quadratic], quadratic) is None  # never faster
+    assert scaling.crossover(lengths, [q / 2 for q in quadratic], quadratic) == 256  # faster from the start

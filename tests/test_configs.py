@@ -14,7 +14,7 @@ import torch
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from attention_lab.attention import VARIANTS
+from attention_lab.attention import ATTENTION_REGISTRY, VARIANTS
 from attention_lab.attention.hooks import capture
 from attention_lab.checks import validate
 from attention_lab.config import Mask
@@ -82,9 +82,9 @@ def combo_overrides(model: str, task: str, mask: str) -> list[str]:
 def test_the_groups_offer_every_variant_and_task():
     assert MODELS == sorted(VARIANTS)
     assert TASK_NAMES == sorted(TASK_REGISTRY)
-    # 5 models x 6 tasks x 3 masks; 26 of them cannot work (10 next_word and 10 induction without a causal mask,
+    # 8 models x 6 tasks x 3 masks; 38 of them cannot work (16 next_word and 16 induction without a causal mask,
     # 6 cross with one).
-    assert (len(COMBINATIONS), len(REJECTED)) == (90, 26)
+    assert (len(COMBINATIONS), len(REJECTED)) == (144, 38)
 
 
 @pytest.mark.parametrize(("model", "task", "mask"), ACCEPTED, ids=["-".join(c) for c in ACCEPTED])
@@ -105,7 +105,7 @@ def test_accepted_combination_composes_validates_and_builds(model, task, mask):
         logits = module(tokens)
     weights = cache.layers("weights")
     assert logits.shape == (2, 4, len(vocab))
-    heads = cfg.model.num_heads if model in ("multihead", "multihead_concat") else 1
+    heads = cfg.model.num_heads if ATTENTION_REGISTRY[model].multi_head else 1
     assert len(weights) == cfg.layers
     assert all(w.shape == (2, heads, 4, 4) for w in weights)
     if mask == "causal":  # no query attends to a later key

@@ -21,6 +21,8 @@ PRESETS = {  # preset -> (the settings it sweeps, jobs)
                                "seed": ["0", "1", "2", "3", "4"]}, 25),
     "kv_heads": ({"kv_heads": ["4", "2", "1"], "seed": ["0", "1", "2", "3", "4"]}, 15),
     "mask_ablation": ({"mask": ["none", "causal"]}, 2),
+    "zoology": ({"model": ["multihead", "linear", "sigmoid", "conv"], "d_model": ["16", "32", "64", "128"],
+                 "seed": ["0", "1", "2"]}, 48),
 }
 
 

@@ -142,3 +142,26 @@ def test_uniform_scores_give_uniform_weights_over_the_allowed_keys():
     weights = cache.layers("weights")[0][0, 1]  # (T, T) of head 1
     expected = torch.tril(torch.ones(8, 8)) / torch.arange(1, 9)[:, None]
     torch.testing.assert_close(weights, expected)
+
+
+@pytest.mark.parametrize("name", ["linear", "sigmoid", "conv"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_substitutes_show_their_maps_through_the_hooks(name, causal):
+    """linear, sigmoid and conv have attend() of their own: capture() still sees the T x T map their weights path
+    returns, the output is the fast path's, and zeroing every head through intervene() silences the mixer."""
+    torch.manual_seed(0)
+    heads = 1 if name == "conv" else 2
+    module = build_attention(name, d_in=8, d_out=8, num_heads=heads, causal=causal).double()
+    x = torch.randn(2, 6, 8, dtype=torch.float64)
+    fast = module(x).context
+    with capture(module) as cache:
+        hooked = module(x).context
+    context, weights = module(x, need_weights=True)
+    assert torch.equal(cache["hook_weights"], weights) and weights.shape == (2, heads, 6, 6)
+    torch.testing.assert_close(hooked, fast, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(context, fast, rtol=1e-9, atol=1e-12)
+    with intervene(module, {"hook_head_output": zero_heads(list(range(heads)))}):
+        silenced = module(x).context
+    bias = module.out_proj.bias if getattr(module.out_proj, "bias", None) is not None else torch.zeros(8).double()
+    torch.testing.assert_close(silenced, bias.expand_as(silenced))
+    assert not any(point.active for point in hook_points(module).values())

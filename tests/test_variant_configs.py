@@ -10,7 +10,7 @@ import hydra
 import pytest
 import torch
 
-from attention_lab.attention import ATTENTION_REGISTRY
+from attention_lab.attention import ATTENTION_REGISTRY, build_attention
 from attention_lab.attention.hooks import capture
 from attention_lab.checks import caveats, validate
 from attention_lab.config import Mask, Position
@@ -26,10 +26,13 @@ WINDOWS = [None, 2]
 VOCAB = ["<pad>", "<unk>", *"abcdefgh"]
 
 
-def expected_rejection(model: str, position: str, mask: str) -> str | None:
+def expected_rejection(model: str, position: str, mask: str, window: int | None = None) -> str | None:
     """The setting each rule names (independent of the checks' code: written from the variants' nature)."""
-    if model in ("simple", "cross") and position in ("rope", "alibi"):
-        return f"position={position}"  # simple has no projections; cross's queries and keys are two sequences
+    if model in ("simple", "cross", "linear", "conv") and position in ("rope", "alibi"):
+        return f"position={position}"  # simple has no projections; cross's queries and keys are two sequences;
+        # linear attention forms no scores; a convolution has no queries and keys
+    if model in ("linear", "conv") and window:
+        return f"window={window}"  # linear attention sums over every key; the filter is as long as the sequence
     if model == "cross" and mask == "causal":
         return "mask=causal"
     return None
@@ -47,7 +50,7 @@ def overrides(model: str, position: str, mask: str, window: int | None) -> list[
                          ids=[f"{m}-{p}-{k}-w{w}" for m, p, k, w in COMBINATIONS])
 def test_every_combination_builds_or_is_rejected_naming_the_setting(model, position, mask, window):
     cfg = compose_config(overrides(model, position, mask, window))
-    rejected = expected_rejection(model, position, mask)
+    rejected = expected_rejection(model, position, mask, window)
     if rejected:
         with pytest.raises(ConfigError) as err:
             validate(cfg)
@@ -60,7 +63,7 @@ def test_every_combination_builds_or_is_rejected_naming_the_setting(model, posit
         logits = module(tokens)
     weights = cache.layers("weights")
     assert logits.shape == (2, 5, len(VOCAB)) and torch.isfinite(logits).all()
-    heads = cfg.model.num_heads if model in ("multihead", "multihead_concat") else 1
+    heads = cfg.model.num_heads if ATTENTION_REGISTRY[model].multi_head else 1
     assert [tuple(w.shape) for w in weights] == [(2, heads, 5, 5)] * cfg.layers
     distance = torch.arange(5)[:, None] - torch.arange(5)[None, :]  # i - j
     for w in weights:
@@ -116,6 +119,7 @@ def test_variant_yamls_agree_with_their_classes(model):
     cls = ATTENTION_REGISTRY[cfg.name]
     assert cfg.encoder_decoder == cls.takes_source
     assert cfg.grouped_kv == cls.grouped_kv
-    assert cfg.learned_heads == cls.projects  # heads with weights of their own: something to ablate
+    heads_with_weights = any(True for _ in build_attention(cfg.name, d_in=8, d_out=8).parameters())
+    assert cfg.learned_heads == heads_with_weights  # heads with weights of their own: something to ablate
     assert ("rope" in cfg.positions) == ("alibi" in cfg.positions) == (cls.projects and not cls.takes_source)
     assert cfg.num_heads == (4 if cls.multi_head else 1)  # single-head yamls pin num_heads: 1

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from benchmarks.rows import Row
 
-SECTIONS = ("A", "B", "C", "D")
+SECTIONS = ("A", "B", "C", "D", "E")
 
 
 def unique_json_path(out_dir: Path) -> Path:
@@ -34,6 +34,8 @@ def fmt(value: float | None, unit: str) -> str:
         return f"{value:,.1f} ms" if value >= 10 else f"{value:.2f} ms"
     if unit == "s":
         return f"{value:.2f} s"
+    if unit == "":
+        return f"{value:.2f}"
     return f"{value:.1f} {unit}"
 
 

@@ -131,8 +131,19 @@ def check_model(cfg: DictConfig) -> None:
         if model.num_heads % model.kv_heads:
             raise ConfigError(f"kv_heads={model.kv_heads} is invalid: it must divide heads={model.num_heads}")
     positive("window", model.window, optional=True)
+    check_rejected_knobs(model)
     if model.normalize not in (None, "softmax", "sum"):
         raise ConfigError(f"model.normalize={model.normalize} is invalid: choose softmax or sum")
+
+
+def check_rejected_knobs(model: DictConfig) -> None:
+    """The knobs a variant's yaml lists under ``rejects`` (linear and conv: window, dropout) must stay off."""
+    if "window" in model.rejects and model.window is not None:
+        raise ConfigError(f"window={model.window} is invalid for model={model.name}: that variant has no window "
+                          "(it reads the whole sequence); leave window=null")
+    if "dropout" in model.rejects and model.dropout:
+        raise ConfigError(f"model.dropout={model.dropout} is invalid for model={model.name}: its fast path forms no "
+                          "attention weights to drop; leave model.dropout=0.0")
 
 
 def check_masks(cfg: DictConfig) -> None:

@@ -81,6 +81,7 @@ class ModelConfig:
     positions: list[str] = field(default_factory=lambda: list(ALL_POSITIONS))  # the positions it accepts
     grouped_kv: bool = False  # accepts kv_heads (grouped-query attention)
     learned_heads: bool = True  # its heads have weights of their own (simple's do not: no head to ablate)
+    rejects: list[str] = field(default_factory=list)  # knobs it does not take: window, dropout
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
@@ -99,6 +100,7 @@ class ModelConfig:
 class TaskConfig:
     name: str = MISSING  # a task module of attention_lab.data.tasks
     corpus: str | None = None  # path to a UTF-8 text file, one sentence per line; None = the notebooks'
+    words: int | None = None  # the vocabulary's words: None = the corpus's; N = the corpus's, then w0, w1, ... to N
     min_len: int = 3
     max_len: int = 8
     train_size: int = 4000

@@ -69,8 +69,7 @@ def check_position(variant: str, cls: type, position: object) -> None:
     if position is not None and position not in POSITIONS:
         raise AttentionArgumentError("position", position, f"one of {', '.join(POSITIONS)} (or None)")
     if position in INSIDE_ATTENTION and (not cls.projects or cls.takes_source):
-        reason = ("it has no query/key projections" if not cls.projects
-                  else "its queries and keys come from different sequences")
+        reason = cls.positions_note if not cls.projects else "its queries and keys come from different sequences"
         allowed = ", ".join(OUTSIDE_ATTENTION)
         raise AttentionArgumentError(
             "position", position, f"one of {allowed} for '{variant}'",
@@ -93,3 +92,15 @@ def check_options(variant: str, cls: type, options: Mapping[str, object]) -> Non
             known = f"its options: {', '.join(cls.options)}" if cls.options else "it takes no other options"
             raise AttentionArgumentError(option, value, f"not set for '{variant}' ({known})",
                                          f"{option} is not an argument of '{variant}'; {known}")
+
+
+def check_split_heads(variant: str, d_out: int, num_heads: int, d_v: object) -> None:
+    """Heads split one width: num_heads divides d_out, and d_v (if given) is d_out."""
+    if d_out % num_heads:
+        raise AttentionArgumentError(
+            "num_heads", num_heads, f"a divisor of d_out ({d_out})",
+            f"d_out ({d_out}) must be divisible by num_heads ({num_heads}) for '{variant}'")
+    if d_v not in (None, d_out):
+        raise AttentionArgumentError(
+            "d_v", d_v, f"None or d_out ({d_out}) for '{variant}'",
+            f"d_v must equal d_out for '{variant}' (heads split one width), got d_v={d_v}")

@@ -40,6 +40,10 @@ class AttentionModule(nn.Module):
     grouped_kv: ClassVar[bool]  # accepts kv_heads < num_heads (grouped-query attention)
     projects: ClassVar[bool]  # has query/key projections, so rope and alibi make sense
     options: ClassVar[tuple[str, ...]] = ()  # its own build_attention keywords (e.g. normalize)
+    # What its weights are: "softmax" (rows sum to 1) for attention; the mixers that replace it say theirs
+    # ("linear", "sigmoid", "conv"). Why rope and alibi are refused when `projects` is False:
+    kind: ClassVar[str] = "softmax"
+    positions_note: ClassVar[str] = "it has no query/key projections"
 
     @classmethod
     def d_out_for(cls, d_model: int, num_heads: int) -> int:
@@ -58,6 +62,12 @@ class AttentionModule(nn.Module):
         self.position = position if position in INSIDE_ATTENTION else None
         # What capture() and intervene() see and change (attention_lab.attention.hooks); no parameters.
         self.hook_scores, self.hook_weights, self.hook_head_output = HookPoint(), HookPoint(), HookPoint()
+
+    @property
+    def weights_hooked(self) -> bool:
+        """Whether capture() or intervene() uses the scores or the weights: a variant with its own ``attend`` then
+        takes its weights path and passes them through ``hook_scores`` and ``hook_weights``."""
+        return self.hook_scores.active or self.hook_weights.active
 
     def score_hooks(self) -> dict[str, HookPoint]:
         """``attend``'s ``on_scores`` / ``on_weights`` for the points in use: none keeps the fused kernel."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Iterable, Sequence
@@ -15,6 +16,7 @@ DEFAULT_CORPUS = Path(__file__).with_name("corpus.txt")
 PAD, UNK = "<pad>", "<unk>"
 SPECIAL_TOKENS = (PAD, UNK)
 PAD_ID, UNK_ID = 0, 1
+MAX_WORDS = 2**16  # task.words: the embedding table has one row per word
 MAX_CORPUS_BYTES = 10 * 2**20  # the notebooks' corpus is 1 KB; every sentence becomes task data in memory
 _WORD = re.compile(r"\w+(?:'\w+)*")  # drops punctuation: "short," -> "short", as the notebooks do
 
@@ -52,6 +54,21 @@ class Vocabulary:
     @classmethod
     def from_sentences(cls, sentences: Iterable[str]) -> Vocabulary:
         return cls(word for sentence in sentences for word in tokenize(sentence))
+
+    @classmethod
+    def for_task(cls, sentences: Iterable[str], words: int | None = None) -> Vocabulary:
+        """The corpus's words; with ``words`` = N (task.words), numbered words ``w0``, ``w1``, ... join them until
+        there are N. A larger vocabulary makes associative recall hard for mixers with a small state (Zoology)."""
+        vocab = cls.from_sentences(sentences)
+        if words is None:
+            return vocab
+        corpus_words = len(vocab.words)
+        if isinstance(words, bool) or not isinstance(words, int) or not corpus_words <= words <= MAX_WORDS:
+            raise ConfigError(f"task.words={words} is invalid: the vocabulary holds the corpus's {corpus_words} words, so "
+                              f"it must be an integer in {corpus_words}..{MAX_WORDS} (or null for the corpus's words)")
+        taken = set(vocab.words)
+        numbered = (f"w{n}" for n in range(words + corpus_words) if f"w{n}" not in taken)
+        return cls([*vocab.words, *itertools.islice(numbered, words - corpus_words)])
 
     def __len__(self) -> int:
         return len(self.itos)

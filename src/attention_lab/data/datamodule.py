@@ -70,7 +70,7 @@ class SentenceTaskDataModule(L.LightningDataModule):
         self.task = task if isinstance(task, TaskConfig) else typed(TaskConfig, task)
         self.batch_size, self.seed = batch_size, seed
         self.sentences = read_sentences(self.task.corpus)
-        self.vocab = Vocabulary.from_sentences(self.sentences)
+        self.vocab = Vocabulary.for_task(self.sentences, self.task.words)
         self.train_set: TensorDataset | None = None
         self.val_set: TensorDataset | None = None
         self.ood_set: TensorDataset | None = None  # longer inputs (task.ood_min_len..task.ood_max_len), or None

@@ -1,0 +1,56 @@
+#!/usr/bin/env python
+"""Plot a metric of a sweep against one swept setting, one line per value of another, with error bars over seeds
+(the shape of Zoology's Figure 2), and print the numbers as a Markdown table.
+
+    python scripts/plot_sweep.py outputs/multirun/<date>/<time>                       # val/token_acc vs d_model per model
+    python scripts/plot_sweep.py <sweep dir> --x heads --line model --metric val/seq_acc --out reports/
+
+Jobs that differ only in `seed` form one point: the mean, and the sample std as its error bar (n = the ok jobs).
+Writes <metric>_vs_<x>.png and .md beside the sweep's jobs (or in --out). Reads only what the sweep wrote, as
+scripts/compare.py does; no torch import.
+"""
+
+import argparse
+import sys
+
+from attention_lab.review.cli import ReviewError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="plot_sweep.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep", help="sweep directory (hydra.sweep.dir), e.g. outputs/multirun/<date>/<time>")
+    parser.add_argument("--x", default="d_model", help="the swept setting on the x axis (default d_model)")
+    parser.add_argument("--line", default="model", help="one line per value of this setting (default model)")
+    parser.add_argument("--metric", default="val/token_acc", help="the metric on the y axis (default val/token_acc)")
+    parser.add_argument("--out", metavar="DIR", help="where the .png and .md go (default: the sweep directory)")
+    parser.add_argument("--stale-minutes", type=float, default=30.0,
+                        help="a job without metrics and without writes for this long is 'stale' (default 30)")
+    args = parser.parse_args(argv)
+
+    from attention_lab.review.cli import output_dir
+    from attention_lab.review.lines import line_plot, series, to_markdown
+    from attention_lab.review.sweep import collect_sweep
+
+    try:
+        sweep = collect_sweep(args.sweep, metric=args.metric, stale_minutes=args.stale_minutes)
+        out = output_dir(args.out, default=sweep.dir)
+        lines = series(sweep, args.x, args.line, args.metric)
+        stem = f"{args.metric.replace('/', '_')}_vs_{args.x}"
+        title = f"{args.metric} against {args.x}, one line per {args.line} · {sweep.dir.name}"
+        png = line_plot(lines, args.x, args.line, args.metric, out / f"{stem}.png", title)
+        markdown = to_markdown(lines, args.x, args.line, args.metric)
+        (out / f"{stem}.md").write_text(markdown)
+    except ReviewError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"error: cannot write in {args.out or args.sweep} ({err.strerror}): choose another --out", file=sys.stderr)
+        return 1
+    print(markdown)
+    print(f"wrote {png}, {out / f'{stem}.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""A metric of a sweep against one swept setting, one line per value of another, with error bars over seeds:
+the shape of Zoology's Figure 2 (accuracy against d_model, one line per mixer). Built from the seed groups of
+:mod:`attention_lab.review.sweep` (jobs that differ only in ``seed``); no torch import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from attention_lab.review.cli import ReviewError
+from attention_lab.review.sweep import Group, Sweep, mean_std, seed_groups
+
+
+@dataclass
+class Point:
+    x: float
+    mean: float
+    std: float | None  # sample std over the seeds; None with one seed
+    n: int  # ok jobs averaged
+    total: int  # jobs of the configuration, failed ones included
+
+
+def setting(group: Group, key: str) -> str | None:
+    """The value ``key=value`` takes in the group's overrides (``+key``, ``++key`` too), or None."""
+    for override in group.overrides:
+        name, sep, value = override.partition("=")
+        if sep and name.lstrip("+") == key:
+            return value
+    return None
+
+
+def number(text: str, key: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ReviewError(f"--x {key} is invalid for this sweep: its value {text!r} is not a number") from None
+
+
+def series(sweep: Sweep, x: str, line: str, metric: str) -> dict[str, list[Point]]:
+    """line value -> its points, sorted by x; a configuration with no ok job has no point."""
+    lines: dict[str, list[Point]] = {}
+    groups = seed_groups(sweep)
+    for key in (x, line):
+        if not any(setting(g, key) is not None for g in groups):
+            raise ReviewError(f"{key} is not a setting this sweep varies or sets: choose among "
+                              f"{', '.join(sorted({o.split('=')[0].lstrip('+') for g in groups for o in g.overrides}))}")
+    for group in groups:
+        x_value, line_value = setting(group, x), setting(group, line)
+        if x_value is None or line_value is None:
+            continue
+        mean, std = mean_std(group.values(metric))
+        points = lines.setdefault(line_value, [])
+        if mean is not None:
+            points.append(Point(number(x_value, x), mean, std, len(group.values(metric)), group.total))
+    if not any(lines.values()):
+        raise ReviewError(f"no ok job of {sweep.dir} reports {metric}: choose another --metric or wait for the jobs")
+    return {name: sorted(points, key=lambda p: p.x) for name, points in lines.items()}
+
+
+def cell(point: Point | None) -> str:
+    if point is None:
+        return "—"
+    spread = f" ± {point.std:.3f}" if point.std is not None else ""
+    count = f"n={point.n}" if point.n == point.total else f"n={point.n} of {point.total}"
+    return f"{point.mean:.3f}{spread} ({count})"
+
+
+def to_markdown(lines: dict[str, list[Point]], x: str, line: str, metric: str) -> str:
+    """One row per line, one column per x: mean ± std (n)."""
+    xs = sorted({p.x for points in lines.values() for p in points})
+    header = [f"{line} \\ {x}", *(f"{v:g}" for v in xs)]
+    rows = [[f"`{name}`", *(cell(next((p for p in points if p.x == v), None)) for v in xs)]
+            for name, points in lines.items()]
+    table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    table += ["| " + " | ".join(row) + " |" for row in rows]
+    return f"{metric}, mean ± std over seeds\n\n" + "\n".join(table) + "\n"
+
+
+def line_plot(lines: dict[str, list[Point]], x: str, line: str, metric: str, path: Path, title: str) -> Path:
+    """A PNG: metric against x, one line per value of ``line``, error bars = std over seeds."""
+    from matplotlib.figure import Figure  # a Figure without pyplot renders with Agg, no display needed
+
+    fig = Figure(figsize=(6.4, 4.4), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    for name, points in lines.items():
+        if points:
+            ax.errorbar([p.x for p in points], [p.mean for p in points], yerr=[p.std or 0.0 for p in points],
+                        marker="o", capsize=4, label=f"{line}={name}")
+    xs = sorted({p.x for points in lines.values() for p in points})
+    if xs and xs[0] > 0 and len(xs) > 1 and xs[-1] / xs[0] >= 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, labels=[f"{v:g}" for v in xs])
+    if metric.endswith("acc"):
+        ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel(x)
+    ax.set_ylabel(f"{metric} (mean ± std over seeds)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=9)
+    try:
+        fig.savefig(path)
+    except OSError as err:
+        raise ReviewError(f"cannot write {path} ({err.strerror or type(err).__name__}): choose another --out") from None
+    return path

@@ -1,0 +1,70 @@
+"""Zoology's recall gap (Arora et al. 2023): the larger vocabulary of task.words, the experiment=zoology preset,
+and a short version of it in which attention solves recall and a gated convolution of the same width does not."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from attention_lab.checks import validate
+from attention_lab.config import TaskConfig
+from attention_lab.data.corpus import Vocabulary, read_sentences, tokenize
+from attention_lab.data.tasks import build_task
+from attention_lab.errors import ConfigError
+from attention_lab.run.preflight import hydra_compose_api
+from attention_lab.run.sweep_jobs import sweep_job_configs
+from conftest import CONFIG_DIR, run_train
+
+SENTENCES = read_sentences(None)
+CORPUS_WORDS = sorted(set(word for sentence in SENTENCES for word in tokenize(sentence)))
+
+
+def test_task_words_adds_numbered_words_to_the_corpus():
+    assert Vocabulary.for_task(SENTENCES).itos == Vocabulary.from_sentences(SENTENCES).itos  # off by default
+    vocab = Vocabulary.for_task(SENTENCES, 40)
+    assert len(CORPUS_WORDS) == 17 and len(vocab.words) == 40
+    assert set(vocab.words) == set(CORPUS_WORDS) | {f"w{n}" for n in range(23)}
+    assert vocab.itos[:2] == ["<pad>", "<unk>"] and vocab.words == sorted(vocab.words)
+    assert Vocabulary.for_task(SENTENCES, 17).itos == Vocabulary.from_sentences(SENTENCES).itos
+
+
+@pytest.mark.parametrize("words", [16, 0, 2**16 + 1, True])
+def test_task_words_below_the_corpus_or_absurd_is_one_line(words):
+    with pytest.raises(ConfigError) as err:
+        Vocabulary.for_task(SENTENCES, words)
+    assert f"task.words={words}" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_recall_draws_its_keys_and_values_from_every_word():
+    config = TaskConfig(name="recall", words=256, pairs=6, queries=6, max_len=18, train_size=2000, val_size=200)
+    vocab = Vocabulary.for_task(SENTENCES, 256)
+    train, val = build_task("recall").pairs(vocab, SENTENCES, config, random.Random(0))
+    used = {token for inputs, _ in train + val for token in inputs}
+    assert len(used) > 200 and used <= set(range(2, len(vocab)))
+
+
+def test_the_preset_is_four_mixers_at_four_widths_over_three_seeds():
+    with hydra_compose_api(CONFIG_DIR):
+        configs = sweep_job_configs(["experiment=zoology"], "train", validate)
+    assert len(configs) == 48
+    assert {(c.model.name, c.d_model, c.seed) for c in configs} == {
+        (m, d, s) for m in ("multihead", "linear", "sigmoid", "conv") for d in (16, 32, 64, 128) for s in (0, 1, 2)}
+    for config in configs:  # the same task and the same budget for every job
+        assert (config.task.name, config.task.words, config.task.pairs, config.task.queries) == ("recall", 256, 6, 6)
+        assert (config.mask, config.max_steps, config.lr, config.heads) == ("causal", 800, 0.003, 4)
+
+
+def metrics(job: Path) -> dict:
+    return json.loads((job / "metrics.json").read_text())
+
+
+def test_attention_solves_recall_where_a_gated_convolution_of_the_same_width_does_not(tmp_path, single_thread):
+    sweep = tmp_path / "zoology"
+    run_train(sweep, "experiment=zoology", "model=multihead,conv", "d_model=32", "seed=1",
+              "~callbacks.attention_maps", "~callbacks.head_score_maps", multirun=True, timeout=900)
+    attention, conv = metrics(sweep / "0"), metrics(sweep / "1")
+    assert (attention["hparams"]["model"], conv["hparams"]["model"]) == ("multihead", "conv")
+    assert attention["val/token_acc"] >= 0.9 and conv["val/token_acc"] <= 0.5, (attention, conv)
