@@ -55,7 +55,7 @@ def find_run(path: str | Path) -> RunFiles:
             jobs = sorted(p.parent.name for p in path.glob("*/.hydra"))
             example = f" such as {path / jobs[0]}" if jobs else ""
             raise ReviewError(f"run={path} is a sweep directory: pass one of its job directories{example}")
-        raise ReviewError(f"run={path} has no checkpoint (looked for checkpoints/best.ckpt and last.ckpt): "
+        raise ReviewError(f"run={path} has no checkpoint (looked for checkpoints/last.ckpt and best.ckpt): "
                           "pass a run directory whose training has saved one")
     return RunFiles(path, found[0], load_run_config(path))
 
