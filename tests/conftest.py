@@ -97,6 +97,17 @@ def _clear_hydra():
     GlobalHydra.instance().clear()
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny forward passes: one thread is fastest, and much faster on a busy machine."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def small_filesystem(tmp_path):
     """A 512 KiB tmpfs: the run dir's filesystem is full while the system temp dir has room."""

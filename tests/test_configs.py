@@ -22,14 +22,7 @@ from attention_lab.data.tasks import TASK_REGISTRY
 from attention_lab.errors import ConfigError
 from conftest import CONFIG_DIR, compose_config
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny forward passes: one thread is fastest, and much faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def options(group: str) -> list[str]:

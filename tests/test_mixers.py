@@ -23,12 +23,7 @@ from test_attention_reference import assert_close, band, reference_alibi, refere
 MIXERS = ("linear", "sigmoid", "conv")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def allowed(batch: int, t: int, causal: bool, window: int | None, padding: torch.Tensor | None) -> torch.Tensor:

@@ -17,7 +17,8 @@ from attention_lab.config import Mask, Position
 from attention_lab.data.corpus import PAD_ID
 from attention_lab.errors import ConfigError
 from conftest import CONFIG_DIR, compose_config
-from test_configs import _one_torch_thread  # noqa: F401 - autouse: tiny forward passes run on one thread
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny forward passes run on one thread
 
 MODELS = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
 POSITIONS = [p.value for p in Position]

@@ -104,3 +104,15 @@ def check_split_heads(variant: str, d_out: int, num_heads: int, d_v: object) -> 
         raise AttentionArgumentError(
             "d_v", d_v, f"None or d_out ({d_out}) for '{variant}'",
             f"d_v must equal d_out for '{variant}' (heads split one width), got d_v={d_v}")
+
+
+def reject_window_and_dropout(variant: str, window: object, dropout: float, *, window_why: str, dropout_why: str) -> None:
+    """A mixer without a T x T map on its fast path takes no window and no attention dropout."""
+    if window is not None:
+        raise AttentionArgumentError(
+            "window", window, f"None for '{variant}'",
+            f"window must be None for '{variant}': {window_why}, got window={window}")
+    if dropout:
+        raise AttentionArgumentError(
+            "dropout", dropout, f"0.0 for '{variant}'",
+            f"dropout must be 0.0 for '{variant}': {dropout_why}, got {dropout}")

@@ -21,9 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attention_lab.attention.arguments import check_split_heads
+from attention_lab.attention.arguments import check_split_heads, reject_window_and_dropout
 from attention_lab.attention.base import AttentionModule
-from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.functional import AttentionOutput
 from attention_lab.attention.registry import register
 
@@ -88,14 +87,8 @@ class GatedLongConvolution(AttentionModule):
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  window: int | None = None, dropout: float = 0.0, **common) -> None:
-        if window is not None:
-            raise AttentionArgumentError(
-                "window", window, "None for 'conv'",
-                f"window must be None for 'conv': its filter is as long as the sequence, got window={window}")
-        if dropout:
-            raise AttentionArgumentError(
-                "dropout", dropout, "0.0 for 'conv'",
-                f"dropout must be 0.0 for 'conv': its fast path has no map to drop entries of, got {dropout}")
+        reject_window_and_dropout("conv", window, dropout, window_why="its filter is as long as the sequence",
+                                  dropout_why="its fast path has no map to drop entries of")
         super().__init__(**common)
         check_split_heads("conv", d_out, self.num_heads, d_v)
         self.head_dim = d_out // self.num_heads

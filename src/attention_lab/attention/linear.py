@@ -13,8 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attention_lab.attention.arguments import check_split_heads
-from attention_lab.attention.errors import AttentionArgumentError
+from attention_lab.attention.arguments import check_split_heads, reject_window_and_dropout
 from attention_lab.attention.functional import AttentionOutput
 from attention_lab.attention.masks import allowed_keys
 from attention_lab.attention.multihead import MultiHeadAttention
@@ -70,14 +69,8 @@ class LinearAttention(MultiHeadAttention):
     positions_note = "linear attention never forms the query-key scores that rope and alibi act on"
 
     def __init__(self, d_in: int, d_out: int, *, window: int | None = None, dropout: float = 0.0, **common) -> None:
-        if window is not None:
-            raise AttentionArgumentError(
-                "window", window, "None for 'linear'",
-                f"window must be None for 'linear': its sums run over every earlier key, got window={window}")
-        if dropout:
-            raise AttentionArgumentError(
-                "dropout", dropout, "0.0 for 'linear'",
-                f"dropout must be 0.0 for 'linear': its fast path has no attention weights to drop, got {dropout}")
+        reject_window_and_dropout("linear", window, dropout, window_why="its sums run over every earlier key",
+                                  dropout_why="its fast path has no attention weights to drop")
         check_split_heads("linear", d_out, common.get("num_heads", 1), common.get("d_v"))
         super().__init__(d_in, d_out, **common)
 
