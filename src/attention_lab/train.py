@@ -21,6 +21,7 @@ from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
 from attention_lab.callbacks.latest_checkpoint import LatestCheckpoint
 from attention_lab.callbacks.rng_state import RngState
+from attention_lab.callbacks.run_end_note import RunEndNote
 from attention_lab.callbacks.run_record import RunRecord
 from attention_lab.callbacks.steps_to_solve import StepsToSolve
 from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
@@ -112,9 +113,9 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     if stop.signum is not None:  # a signal while the data was built: stop before the model and the trainer
         raise TrainingInterrupted(stop.signum, 0, None)
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
-    graceful, solved = GracefulStop(stop), StepsToSolve()
+    graceful, solved, end_note = GracefulStop(stop), StepsToSolve(), RunEndNote(stop, output_dir)
     callbacks = [*instantiate_all(cfg.get("callbacks")), graceful, StopOnNonFiniteLoss(), RngState(), solved,
-                 EpochsFromSteps(), LatestCheckpoint()]
+                 EpochsFromSteps(), LatestCheckpoint(), end_note]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
@@ -163,4 +164,5 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
                 logger.log_metrics(hp_metrics, step=trainer.global_step)
             logger.finalize("success")
         log.info("final metrics of %s:\n%s", output_dir, metrics_table(metrics))
+        log.info(end_note.note())
     return metrics
