@@ -19,7 +19,7 @@ MIN_TESTS ?= tests/test_configs.py tests/test_train.py tests/test_hparams.py tes
 	tests/test_parallel_launcher.py tests/test_sweep_jobs.py tests/test_sweep_resume.py tests/test_compare.py \
 	tests/test_compare_records.py
 
-.PHONY: setup train test test-all test-min lint reproduce bench slurm-up slurm-down clean
+.PHONY: setup train tensorboard test test-all test-min lint reproduce bench slurm-up slurm-down clean
 
 # The installer is uv (the one on PATH, else `pip install uv` into the venv): it resolves, downloads and links in
 # parallel, many times faster than pip. Without uv, when it fails, or with INSTALLER=pip, pip installs the same
@@ -63,6 +63,9 @@ setup: $(STAMP)  ## create .venv and install the project
 
 train: setup  ## train the default experiment (pass overrides with ARGS="model=multihead heads=3")
 	$(BIN)/python scripts/train.py $(ARGS)
+
+tensorboard: setup  ## TensorBoard on outputs/ (or LOGDIR=<run or sweep dir>), every logged step kept
+	$(BIN)/python scripts/start_tensorboard.py $(if $(LOGDIR),$(LOGDIR),outputs) $(ARGS)
 
 test: setup  ## the test suite CI runs (slow tests excluded)
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)

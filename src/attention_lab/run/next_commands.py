@@ -8,8 +8,8 @@ from pathlib import Path
 
 
 def tensorboard_command(run_dir: Path) -> str:
-    """TensorBoard on this run alone, every logged step kept (scripts/tensorboard.py)."""
-    return f"python scripts/tensorboard.py {shlex.quote(str(run_dir))}"
+    """TensorBoard on this run alone, every logged step kept (scripts/start_tensorboard.py)."""
+    return f"python scripts/start_tensorboard.py {shlex.quote(str(run_dir))}"
 
 
 def visualize_command(run_dir: Path) -> str:
