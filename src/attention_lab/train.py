@@ -67,6 +67,15 @@ def shown_hparams(cfg: DictConfig) -> dict[str, Any]:
     return shown
 
 
+def hparams_metrics(metrics: dict[str, Any], optimized_metric: str) -> dict[str, float]:
+    """TensorBoard's HParams metrics (``hp/<metric>``, "/" as "_"): the final validation metrics, the run's
+    ``optimized_metric`` (e.g. a preset's ``head_score/...``) and ``steps_to_solve``; one never measured (a run that
+    never solved) is left out, not given a placeholder."""
+    shown = [key for key in metrics if key.startswith(("val/", "ood/"))] + [optimized_metric, "steps_to_solve"]
+    return {f"hp/{key.replace('/', '_')}": metrics[key] for key in dict.fromkeys(shown)
+            if isinstance(metrics.get(key), (int, float))}
+
+
 def metrics_table(metrics: dict[str, Any]) -> str:
     """The final metrics as a small aligned table (entropies and hparams stay in metrics.json)."""
     shown = {k: v for k, v in metrics.items() if k.startswith(("val/", "ood/")) or k in ("steps_to_solve", "global_step", "params")}
@@ -152,10 +161,7 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
                     cfg.optimized_metric)
     if trainer.is_global_zero:
         write_json(output_dir / METRICS, metrics)
-        hp_metrics = {f"hp/{key.replace('/', '_')}": value for key, value in final.items()
-                      if key.startswith(("val/", "ood/"))}
-        if solved.step is not None:  # never solved: no placeholder value
-            hp_metrics["hp/steps_to_solve"] = solved.step
+        hp_metrics = hparams_metrics(metrics, str(cfg.optimized_metric))
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):  # HParams: the knobs beside their final metrics
                 logger.log_hyperparams(shown_hparams(cfg), metrics=hp_metrics)
