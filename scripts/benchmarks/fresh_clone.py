@@ -51,12 +51,13 @@ def main() -> int:
     base = {key: value for key, value in os.environ.items() if key not in ("PIP_NO_CACHE_DIR", "VIRTUAL_ENV")}
 
     def case(label: str, installer: str, targets: list[str]) -> float:
-        checkout = clone(work, label.replace(" ", "-"))
+        name = "".join(c if c.isalnum() else "-" for c in label)
+        checkout = clone(work, name)
         env = {**base, **caches[installer]}
         load = os.getloadavg()[0]
         seconds = 0.0
         for target in targets:
-            seconds += timed(["make", target, f"INSTALLER={installer}"], checkout, env, work / f"{label}-{target}.log")
+            seconds += timed(["make", target, f"INSTALLER={installer}"], checkout, env, work / f"{name}-{target}.log")
         print(f"{label:<34} {seconds:7.1f} s   (load average {load:.1f})", flush=True)
         return seconds
 
