@@ -8,13 +8,15 @@ and `make train` (set-up and training) from a fresh clone with warm caches, all 
 Each case clones HEAD into a new temporary directory. "Cold": empty uv and pip caches of its own (UV_CACHE_DIR,
 PIP_CACHE_DIR); "warm": the caches the cold case of the same installer filled. Packages still come from wherever
 pip's configuration and PyPI point (here the torch wheel lies on this machine's disk). The machine's load average
-is printed beside the times: on a shared machine the seconds vary with it, the ratios less.
+is printed beside the times: on a shared machine the wall seconds vary with it; the CPU seconds (user + system, of
+every process a case started) and the ratios much less.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -24,14 +26,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def timed(command: list[str], cwd: Path, env: dict[str, str], log: Path) -> float:
-    start = time.perf_counter()
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(command: list[str], cwd: Path, env: dict[str, str], log: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the command and everything it started)."""
+    start, cpu = time.perf_counter(), children_cpu_s()
     with log.open("w") as out:
         proc = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"error: {' '.join(command)} in {cwd} exited {proc.returncode}; its output: {log}")
-    return seconds
+    return seconds, children_cpu_s() - cpu
 
 
 def clone(work: Path, name: str) -> Path:
@@ -55,10 +63,11 @@ def main() -> int:
         checkout = clone(work, name)
         env = {**base, **caches[installer]}
         load = os.getloadavg()[0]
-        seconds = 0.0
+        seconds = cpu = 0.0
         for target in targets:
-            seconds += timed(["make", target, f"INSTALLER={installer}"], checkout, env, work / f"{name}-{target}.log")
-        print(f"{label:<34} {seconds:7.1f} s   (load average {load:.1f})", flush=True)
+            wall, used = timed(["make", target, f"INSTALLER={installer}"], checkout, env, work / f"{name}-{target}.log")
+            seconds, cpu = seconds + wall, cpu + used
+        print(f"{label:<38} {seconds:7.1f} s wall  {cpu:6.1f} s CPU   (load average {load:.1f})", flush=True)
         return seconds
 
     uv_cold = case("uv, cold cache: make setup", "uv", ["setup"])
