@@ -58,7 +58,7 @@ def main() -> int:
                           "PIP_CACHE_DIR": str(work / f"{installer}-pip-cache")} for installer in ("uv", "pip")}
     base = {key: value for key, value in os.environ.items() if key not in ("PIP_NO_CACHE_DIR", "VIRTUAL_ENV")}
 
-    def case(label: str, installer: str, targets: list[str]) -> float:
+    def case(label: str, installer: str, targets: list[str]) -> tuple[float, float]:
         name = "".join(c if c.isalnum() else "-" for c in label)
         checkout = clone(work, name)
         env = {**base, **caches[installer]}
@@ -68,7 +68,7 @@ def main() -> int:
             wall, used = timed(["make", target, f"INSTALLER={installer}"], checkout, env, work / f"{name}-{target}.log")
             seconds, cpu = seconds + wall, cpu + used
         print(f"{label:<38} {seconds:7.1f} s wall  {cpu:6.1f} s CPU   (load average {load:.1f})", flush=True)
-        return seconds
+        return seconds, cpu
 
     uv_cold = case("uv, cold cache: make setup", "uv", ["setup"])
     uv_warm = case("uv, warm cache: make setup", "uv", ["setup"])
@@ -76,7 +76,8 @@ def main() -> int:
     if not args.skip_pip:
         pip_cold = case("pip, cold cache: make setup", "pip", ["setup"])
         pip_warm = case("pip, warm cache: make setup", "pip", ["setup"])
-        print(f"pip / uv, cold cache: {pip_cold / uv_cold:.1f}x   warm cache: {pip_warm / uv_warm:.1f}x")
+        for what, n in (("wall", 0), ("CPU", 1)):
+            print(f"pip / uv, {what}: cold cache {pip_cold[n] / uv_cold[n]:.1f}x, warm cache {pip_warm[n] / uv_warm[n]:.1f}x")
     if args.keep:
         print(f"clones, caches and logs: {work}")
     else:
