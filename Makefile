@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml Makefile
 		print(wheel['metadata']['name'], '@', wheel['download_info']['url'])" < $(VENV)/torch.json > $(VENV)/torch.txt
 	@if [ "$(INSTALLER)" != uv ]; then uv=; note="INSTALLER=$(INSTALLER)"; \
 	elif command -v uv >/dev/null; then uv=uv; \
-	elif $(BIN)/python -m pip install -q uv; then uv="$(BIN)/python -m uv"; \
+	elif $(BIN)/python -m pip install -q uv >/dev/null 2>&1; then uv="$(BIN)/python -m uv"; \
 	else uv=; note="uv could not be installed"; fi; \
 	if [ -n "$$uv" ]; then \
 		$$uv pip install -q --python $(BIN)/python -r $(VENV)/torch.txt -e ".[sweeps,dev]" || { uv=; note="uv failed"; }; \
