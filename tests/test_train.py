@@ -144,7 +144,8 @@ def test_events_hold_an_attention_map_for_every_layer_and_head(events, solved_cf
                 for head in range(solved_cfg.model.num_heads)}
     # Beside the attention maps: one heatmap per head score (random sequences of 3-8 of 17 words repeat words
     # in the first validation batch, so the induction score exists too).
-    head_scores = {"head_score/previous_token", "head_score/self", "head_score/induction", "head_score/duplicate_token"}
+    head_scores = {"head_score/previous_token", "head_score/self", "head_score/induction", "head_score/duplicate_token",
+                   "head_score/reverse"}
     # ... and one per ablation, measured at the end of training.
     ablations = {f"ablation/{how}/{metric}" for how in ("zero", "mean") for metric in ("loss", "token_acc")}
     assert set(events.Tags()["images"]) == expected | head_scores | ablations
