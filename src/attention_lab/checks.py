@@ -89,9 +89,9 @@ def check_sizes(cfg: DictConfig) -> None:
     if model.context_length > MAX_CONTEXT_LENGTH:
         raise ConfigError(f"model.context_length={model.context_length} is invalid: it must be at most "
                           f"{MAX_CONTEXT_LENGTH} (positions in the table; the tasks' sequences are far shorter)")
-    if not tokenize(str(cfg.get("probe") or "")):
-        raise ConfigError(f"probe={cfg.get('probe') or ''!r} is invalid: it must contain at least one word (the sentence "
-                          "whose attention maps TensorBoard shows)")
+    if cfg.get("probe") is not None and not tokenize(str(cfg.probe)):
+        raise ConfigError(f"probe={cfg.probe!r} is invalid: it must contain at least one word (the sentence whose "
+                          "attention maps TensorBoard shows), or be null for the task's own probe")
     if task.min_len > task.max_len:
         raise ConfigError(f"task.min_len={task.min_len} is invalid: it must be <= task.max_len={task.max_len}")
     if task.max_len > model.context_length:

@@ -141,7 +141,7 @@ class TrainConfig:
     max_steps: int = 1500
     max_epochs: int | None = None
     optimized_metric: str = "val/seq_acc"
-    probe: str = "Life is short, eat dessert first"
+    probe: str | None = None  # the words whose attention the run shows; None = the task's own (data/probe.py)
     log_attention_every_n_steps: int = 200
     num_predictions_logged: int = 4
     ablation: list[str] | None = None  # head ablations at the end: zero, mean; None = both (where heads learn)
