@@ -152,8 +152,8 @@ def test_events_hold_an_attention_map_for_every_layer_and_head(events, solved_cf
     for tag in expected:
         images = events.Images(tag)
         steps = [image.step for image in images]
-        # every log_attention_every_n_steps, and at the end of training
-        assert solved_cfg.log_attention_every_n_steps in steps and steps[-1] == final_step, (tag, steps)
+        # the final model's: the attention tab has every logged step (test_tensorboard_server.py)
+        assert steps == [final_step], (tag, steps)
         assert images[-1].encoded_image_string.startswith(PNG)
         assert images[-1].width > 200 and images[-1].height > 200
 
