@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from attention_lab.config import TaskConfig, typed
 from attention_lab.data.corpus import Vocabulary, read_sentences, tokenize
-from attention_lab.review.visualize import DEFAULT_TEXT, run_probe
+from attention_lab.review.visualize import DEFAULT_TEXT, run_probe, visualize
 from conftest import compose_config, run_train
 
 SENTENCES = [tokenize(sentence) for sentence in read_sentences()]
@@ -85,7 +85,7 @@ def test_visualize_defaults_to_the_runs_probe():
 
 
 def test_a_trained_run_logs_its_tasks_probe(tmp_path):
-    """An induction run's attention tab holds the repeated sequence, its images one map per layer and head."""
+    """An induction run's attention tab holds the repeated sequence, and visualize.py shows it without text=."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from attention_lab.tensorboard_plugin.summary import PROBE_TAG, WordLayout
@@ -100,3 +100,4 @@ def test_a_trained_run_logs_its_tasks_probe(tmp_path):
         if PROBE_TAG in accumulator.Tags()["tensors"]:
             words = WordLayout.from_content(accumulator.SummaryMetadata(PROBE_TAG).plugin_data.content).key_words
     assert words == "Life is short eat dessert first Life is short eat dessert first".split()
+    assert visualize(run, out=tmp_path / "maps")["maps"].words == words
