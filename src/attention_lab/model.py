@@ -75,8 +75,8 @@ class SequenceModel(nn.Module):
 
     def block(self, variant: str, num_heads: int) -> Block:
         config = self.config
-        # Variant-specific options are set only by that variant's yaml (configs/model/simple.yaml: normalize).
-        options = {"normalize": config.normalize} if config.normalize is not None and variant == config.name else {}
+        # The variant's own options (its yaml's `options:`) go to its blocks only, not to cross's self-attention encoder.
+        options = dict(config.options) if variant == config.name else {}
         position = Position(config.position)  # the attention acts on rope and alibi; the rest act on embeddings
         attention = build_attention(
             variant, d_in=config.d_model, d_out=ATTENTION_REGISTRY[variant].d_out_for(config.d_model, num_heads),

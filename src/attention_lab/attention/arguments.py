@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from attention_lab.attention.errors import AttentionArgumentError
-from attention_lab.attention.positions import INSIDE_ATTENTION, OUTSIDE_ATTENTION, POSITIONS
+from attention_lab.attention.positions import OUTSIDE_ATTENTION, POSITIONS
 
 
 def either(names: Iterable[str]) -> str:
@@ -49,7 +49,7 @@ def check_dropout(dropout: object) -> None:
 
 def check_window(window: object) -> None:
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
-        raise AttentionArgumentError("window", window, "a positive integer, or None for no window")
+        raise AttentionArgumentError("window", window, "a positive integer, or unset for no window")
 
 
 def check_heads_divide(variant: str, num_heads: int, width: int, *, width_name: str = "d_out",
@@ -81,7 +81,7 @@ def check_kv_heads(variant: str, cls: Any, num_heads: int, kv_heads: object, gro
     if not cls.grouped_kv and (unset_unless_grouped or kv_heads != num_heads):
         grouped = either(grouped_variants)
         raise AttentionArgumentError(
-            "kv_heads", kv_heads, f"None for '{variant}'",
+            "kv_heads", kv_heads, f"unset for '{variant}'",
             f"kv_heads is for grouped-query attention ({grouped}); '{variant}' needs kv_heads=None, got {kv_heads!r}",
             reason=f"only {grouped} share keys and values between heads")
     if num_heads % kv_heads:
@@ -115,7 +115,7 @@ def check_rope_head_dim(variant: str, position: object, head_dim: int) -> None:
     if position == "rope" and head_dim % 2:
         why = "rotary embeddings rotate pairs of dimensions, so the width of a head must be even"
         raise AttentionArgumentError(
-            "position", position, f"not rope with an odd head dimension ({head_dim})",
+            "position", position, f"another position: rope needs an even head dimension, and this one is {head_dim}",
             f"position='rope' needs an even head dimension, got {head_dim} for '{variant}'", reason=why)
 
 
@@ -135,12 +135,12 @@ def check_rejected(variant: str, cls: Any, *, window: object, dropout: object) -
     """The shared arguments a variant refuses (its ``rejects``: linear and conv take no window and no dropout)."""
     if "window" in cls.rejects and window is not None:
         raise AttentionArgumentError(
-            "window", window, f"None for '{variant}'",
+            "window", window, f"unset for '{variant}'",
             f"window must be None for '{variant}': {cls.rejects['window']}, got window={window}",
             reason=cls.rejects["window"])
     if "dropout" in cls.rejects and dropout:
         raise AttentionArgumentError(
-            "dropout", dropout, f"0.0 for '{variant}'",
+            "dropout", dropout, f"0 for '{variant}'",
             f"dropout must be 0.0 for '{variant}': {cls.rejects['dropout']}, got {dropout}",
             reason=cls.rejects["dropout"])
 

@@ -8,10 +8,10 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.attention.alibi import alibi_bias
-from attention_lab.attention.positions import INSIDE_ATTENTION
 from attention_lab.attention.functional import AttentionOutput, attend
 from attention_lab.attention.hooks import HookPoint
 from attention_lab.attention.masks import padding_to_attn_mask
+from attention_lab.attention.positions import INSIDE_ATTENTION
 from attention_lab.attention.rope import apply_rope
 
 

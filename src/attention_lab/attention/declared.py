@@ -11,12 +11,13 @@ decorated with ``@register("name")``, its literal class attributes, and those of
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-BASE_CLASS = "AttentionModule"
+CLASS_LINE = re.compile(r"^class (\w+)\b", re.MULTILINE)  # which file defines a class, before any parsing
 
 
 @dataclass(frozen=True)
@@ -76,29 +77,37 @@ def class_attributes(node: ast.ClassDef, path: Path) -> dict[str, Any]:
     return found
 
 
-def declared_variants(package_dir: Path = PACKAGE_DIR) -> dict[str, VariantFacts]:
-    """Every registered variant of the package in ``package_dir``, by name."""
-    classes: dict[str, tuple[ast.ClassDef, Path]] = {}
-    for path in sorted(package_dir.glob("*.py")):
-        for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
-            if isinstance(node, ast.ClassDef):
-                classes[node.name] = (node, path)
+def declared_variants(package_dir: Path = PACKAGE_DIR, only: str | None = None) -> dict[str, VariantFacts]:
+    """Every registered variant of the package in ``package_dir``, by name; ``only``: just that one (if it exists),
+    reading only its file and its bases' (a config check needs one variant, and parsing is most of the cost)."""
+    texts = {path: path.read_text(encoding="utf-8") for path in sorted(package_dir.glob("*.py"))}
+    where = {name: path for path, text in texts.items() for name in CLASS_LINE.findall(text)}
+    marker = f'@register("{only}")' if only is not None else "@register("
+    wanted = [path for path, text in texts.items() if marker in text] or [p for p, t in texts.items() if "@register(" in t]
+    parsed: dict[Path, dict[str, ast.ClassDef]] = {}
 
-    def inherited(class_name: str) -> dict[str, Any]:
+    def classes_in(path: Path) -> dict[str, ast.ClassDef]:
+        if path not in parsed:
+            tree = ast.parse(texts[path], str(path))
+            parsed[path] = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+        return parsed[path]
+
+    def inherited(node: ast.ClassDef, path: Path) -> dict[str, Any]:
         """Its base's facts (the first base defined in the package), overridden by its own."""
-        node, path = classes[class_name]
-        base = next((b.id for b in node.bases if isinstance(b, ast.Name) and b.id in classes), None)
-        return {**(inherited(base) if base else {}), **class_attributes(node, path)}
+        base = next((b.id for b in node.bases if isinstance(b, ast.Name) and b.id in where), None)
+        values = inherited(classes_in(where[base])[base], where[base]) if base else {}
+        return {**values, **class_attributes(node, path)}
 
     variants: dict[str, VariantFacts] = {}
-    for class_name, (node, path) in classes.items():
-        name = registered_name(node)
-        if name is None:
-            continue
-        values = inherited(class_name)
-        missing = [fact for fact in ("takes_source", "multi_head", "grouped_kv", "projects") if fact not in values]
-        if missing:
-            raise UnreadableDeclaration(f"attention variant '{name}' ({class_name} in {path.name}) must declare "
-                                        f"{', '.join(missing)} in its class body or a base class in the package")
-        variants[name] = VariantFacts(name, **values)
+    for path in wanted:
+        for class_name, node in classes_in(path).items():
+            name = registered_name(node)
+            if name is None or (only is not None and name != only):
+                continue
+            values = inherited(node, path)
+            missing = [fact for fact in ("takes_source", "multi_head", "grouped_kv", "projects") if fact not in values]
+            if missing:
+                raise UnreadableDeclaration(f"attention variant '{name}' ({class_name} in {path.name}) must declare "
+                                            f"{', '.join(missing)} in its class body or a base class in the package")
+            variants[name] = VariantFacts(name, **values)
     return variants

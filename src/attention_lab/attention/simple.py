@@ -11,6 +11,7 @@ from attention_lab.attention.functional import AttentionOutput, attend
 from attention_lab.attention.masks import allowed_keys
 from attention_lab.attention.registry import register
 
+
 @register("simple")
 class SimpleAttention(AttentionModule):
     """scores = x·xᵀ (unscaled, as in the notebook), weights = softmax(scores), context = weights·x.

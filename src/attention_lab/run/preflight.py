@@ -20,13 +20,13 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.checks import caveats, check_known_keys, validate
+from attention_lab.checks import caveats, check_known_keys, check_typed_knobs, validate
 from attention_lab.config import register_configs
 from attention_lab.errors import ConfigError
 from attention_lab.run import resume as resuming
 from attention_lab.run import sweep_resume
 from attention_lab.run.device import resolve_accelerator
-from attention_lab.run.overrides import is_override
+from attention_lab.run.overrides import is_override, override_key
 from attention_lab.run.sweep_jobs import sweep_job_configs
 
 
@@ -81,6 +81,8 @@ def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str =
                 raise ConfigError(f"hydra.run.dir={run_dir} is invalid with {plan.setting}: a run continues in its "
                                   "own dir; leave hydra.run.dir out")
             cfg = resuming.compose_resumed(plan, config_name, config_dir)
+        else:
+            check_typed_knobs(cfg, {override_key(o) for o in overrides})
         check_run(cfg)
 
 
