@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from omegaconf import OmegaConf
 
 from attention_lab.attention import ATTENTION_REGISTRY, AttentionArgumentError, build_attention
 from attention_lab.attention.arguments import accepted_positions
@@ -23,6 +24,11 @@ from attention_lab.run.preflight import check_command_line
 from conftest import CONFIG_DIR, QUIET, ROOT, compose_config, run_script, script_env
 
 MODELS = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
+
+
+def model_config(node) -> ModelConfig:
+    """The composed model node, resolved, as the ModelConfig the LightningModule receives."""
+    return typed(ModelConfig, OmegaConf.to_container(node, resolve=True))
 
 
 def test_the_source_reader_finds_what_the_classes_declare():
@@ -39,7 +45,7 @@ def test_the_composed_model_follows_its_class(model):
     """Moved from the yaml-declaration test: the yamls no longer declare facts, the config derives them."""
     cfg = compose_config([f"model={model}"]).model
     cls = ATTENTION_REGISTRY[cfg.name]
-    config = typed(ModelConfig, cfg)
+    config = model_config(cfg)
     assert config.encoder_decoder == cls.takes_source
     heads_with_weights = any(True for _ in build_attention(cfg.name, d_in=8, d_out=8).parameters())
     assert config.learned_heads == heads_with_weights  # heads with weights of their own: something to ablate
@@ -108,7 +114,7 @@ def test_a_sweep_job_of_a_single_head_variant_is_the_job_with_one_head():
     head: it trains what model=self heads=1 trains, and validates."""
     two, one = compose_config(["model=self", "heads=2"]), compose_config(["model=self", "heads=1"])
     validate(two)
-    assert typed(ModelConfig, two.model) == typed(ModelConfig, one.model)
+    assert model_config(two.model) == model_config(one.model)
 
 
 def test_heads_on_a_single_head_variant_is_one_line_from_the_script(tmp_path):
