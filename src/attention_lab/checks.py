@@ -74,9 +74,9 @@ class NamesWhere:
         return iter(sorted(name for name, variant in declared_variants().items() if getattr(variant, self.fact)))
 
 
-def variant_error(err: AttentionArgumentError, variant: VariantFacts) -> ConfigError:
+def variant_error(err: AttentionArgumentError, variant: VariantFacts, setting: str = "") -> ConfigError:
     """An attention rule's error as one line, under the setting's name as the user writes it."""
-    setting = f"model.options.{err.argument}" if err.argument in variant.options else setting_name(err.argument)
+    setting = setting or setting_name(err.argument)
     shown = "null" if err.value is None else err.value
     reason = f" ({err.reason})" if err.reason else ""
     return ConfigError(f"{setting}={shown} is invalid for model={variant.name}: it must be {err.allowed}{reason}")
@@ -183,9 +183,12 @@ def check_model(cfg: DictConfig, variant: VariantFacts) -> None:
         check_rope_head_dim(name, position, d_model // num_heads)  # every variant's head is d_model / heads wide
         check_window(model.window)
         check_rejected(name, variant, window=model.window, dropout=model.dropout)
-        check_options(name, variant, model.options)
     except AttentionArgumentError as err:
         raise variant_error(err, variant) from err
+    try:
+        check_options(name, variant, model.options)
+    except AttentionArgumentError as err:
+        raise variant_error(err, variant, setting=f"model.options.{err.argument}") from err
 
 
 def check_masks(cfg: DictConfig, variant: VariantFacts) -> None:

@@ -124,7 +124,7 @@ def check_options(variant: str, cls: Any, options: Mapping[str, object]) -> None
     for option, value in options.items():
         if option not in cls.options:
             known = f"its options: {', '.join(cls.options)}" if cls.options else "it takes no other options"
-            raise AttentionArgumentError(option, value, f"not set for '{variant}' ({known})",
+            raise AttentionArgumentError(option, value, f"not set for '{variant}'",
                                          f"{option} is not an argument of '{variant}'; {known}", reason=known)
         choices = cls.choices.get(option)
         if choices is not None and value not in choices:
