@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-CLASS_LINE = re.compile(r"^class (\w+)\b", re.MULTILINE)  # which file defines a class, before any parsing
+# Where a class and a registration are, found before any parsing (parsing the whole package costs ~50 ms).
+CLASS_LINE = re.compile(r"^class (\w+)\b", re.MULTILINE)
+REGISTERED = re.compile(r"""^@register\(["']([^"']+)["']\)\s*\n(?:@.*\n)*class (\w+)""", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -77,37 +79,61 @@ def class_attributes(node: ast.ClassDef, path: Path) -> dict[str, Any]:
     return found
 
 
+def top_level_block(text: str, start: int) -> str:
+    """The top-level statement that begins at ``start`` (decorators, then a class): up to the next line that is
+    neither indented, blank, a comment nor the class's own header."""
+    lines = text[start:].splitlines(keepends=True)
+    header = next(i for i, line in enumerate(lines) if line.startswith("class "))
+    end = header + 1
+    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t#)"):
+        end += 1
+    return "".join(lines[:end])
+
+
+def read_class(text: str, path: Path, class_name: str) -> ast.ClassDef:
+    """One class of a module, parsing only its own lines (the whole module if they do not parse alone)."""
+    match = re.search(rf"^(?:@.*\n)*class {class_name}\b", text, re.MULTILINE)
+    if match is not None:
+        try:
+            node = ast.parse(top_level_block(text, match.start())).body[0]
+            if isinstance(node, ast.ClassDef) and node.name == class_name:
+                return node
+        except SyntaxError:
+            pass
+    return next(n for n in ast.parse(text, str(path)).body if isinstance(n, ast.ClassDef) and n.name == class_name)
+
+
 def declared_variants(package_dir: Path = PACKAGE_DIR, only: str | None = None) -> dict[str, VariantFacts]:
-    """Every registered variant of the package in ``package_dir``, by name; ``only``: just that one (if it exists),
-    reading only its file and its bases' (a config check needs one variant, and parsing is most of the cost)."""
+    """Every registered variant of the package in ``package_dir``, by name; ``only``: just that one (if it exists).
+    Only the registered classes and their bases are parsed: the config checks run on every start."""
     texts = {path: path.read_text(encoding="utf-8") for path in sorted(package_dir.glob("*.py"))}
     where = {name: path for path, text in texts.items() for name in CLASS_LINE.findall(text)}
-    marker = f'@register("{only}")' if only is not None else "@register("
-    wanted = [path for path, text in texts.items() if marker in text] or [p for p, t in texts.items() if "@register(" in t]
-    parsed: dict[Path, dict[str, ast.ClassDef]] = {}
+    registered = [(name, class_name) for text in texts.values() for name, class_name in REGISTERED.findall(text)
+                  if only is None or name == only]
+    if only is not None and not registered:  # registered in some other spelling: read every class
+        registered = [(only, class_name) for class_name in where]
 
-    def classes_in(path: Path) -> dict[str, ast.ClassDef]:
-        if path not in parsed:
-            tree = ast.parse(texts[path], str(path))
-            parsed[path] = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-        return parsed[path]
+    read: dict[str, dict[str, Any]] = {}  # class name -> its facts, each class read once per call
 
-    def inherited(node: ast.ClassDef, path: Path) -> dict[str, Any]:
+    def node_of(class_name: str) -> ast.ClassDef:
+        return read_class(texts[where[class_name]], where[class_name], class_name)
+
+    def inherited(class_name: str) -> dict[str, Any]:
         """Its base's facts (the first base defined in the package), overridden by its own."""
-        base = next((b.id for b in node.bases if isinstance(b, ast.Name) and b.id in where), None)
-        values = inherited(classes_in(where[base])[base], where[base]) if base else {}
-        return {**values, **class_attributes(node, path)}
+        if class_name not in read:
+            node = node_of(class_name)
+            base = next((b.id for b in node.bases if isinstance(b, ast.Name) and b.id in where), None)
+            read[class_name] = {**(inherited(base) if base else {}), **class_attributes(node, where[class_name])}
+        return read[class_name]
 
     variants: dict[str, VariantFacts] = {}
-    for path in wanted:
-        for class_name, node in classes_in(path).items():
-            name = registered_name(node)
-            if name is None or (only is not None and name != only):
-                continue
-            values = inherited(node, path)
-            missing = [fact for fact in ("takes_source", "multi_head", "grouped_kv", "projects") if fact not in values]
-            if missing:
-                raise UnreadableDeclaration(f"attention variant '{name}' ({class_name} in {path.name}) must declare "
-                                            f"{', '.join(missing)} in its class body or a base class in the package")
-            variants[name] = VariantFacts(name, **values)
+    for name, class_name in registered:
+        if registered_name(node_of(class_name)) != name:
+            continue
+        values = inherited(class_name)
+        missing = [fact for fact in ("takes_source", "multi_head", "grouped_kv", "projects") if fact not in values]
+        if missing:
+            raise UnreadableDeclaration(f"attention variant '{name}' ({class_name} in {where[class_name].name}) must "
+                                        f"declare {', '.join(missing)} in its class body or a base class in the package")
+        variants[name] = VariantFacts(name, **values)
     return variants
