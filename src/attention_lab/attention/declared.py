@@ -113,10 +113,13 @@ def declared_variants(package_dir: Path = PACKAGE_DIR, only: str | None = None) 
     if only is not None and not registered:  # registered in some other spelling: read every class
         registered = [(only, class_name) for class_name in where]
 
-    read: dict[str, dict[str, Any]] = {}  # class name -> its facts, each class read once per call
+    nodes: dict[str, ast.ClassDef] = {}  # each class parsed once per call
+    read: dict[str, dict[str, Any]] = {}  # class name -> its facts
 
     def node_of(class_name: str) -> ast.ClassDef:
-        return read_class(texts[where[class_name]], where[class_name], class_name)
+        if class_name not in nodes:
+            nodes[class_name] = read_class(texts[where[class_name]], where[class_name], class_name)
+        return nodes[class_name]
 
     def inherited(class_name: str) -> dict[str, Any]:
         """Its base's facts (the first base defined in the package), overridden by its own."""
