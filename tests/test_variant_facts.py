@@ -20,7 +20,7 @@ from attention_lab.attention.positions import INSIDE_ATTENTION
 from attention_lab.checks import validate
 from attention_lab.config import ModelConfig, typed
 from attention_lab.errors import ConfigError
-from attention_lab.run.preflight import check_command_line
+from attention_lab.run.preflight import check_command_line, check_run
 from conftest import CONFIG_DIR, QUIET, ROOT, compose_config, run_script, script_env
 
 MODELS = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
@@ -96,6 +96,15 @@ def test_a_checkpoint_of_the_earlier_config_still_loads():
     config = ModelConfig.from_dict(earlier)
     assert config.options == {"normalize": "sum"} and not config.learned_heads
     assert ModelConfig.from_dict(config.to_dict()) == config
+
+
+def test_an_option_only_its_class_can_check_fails_before_the_run():
+    """sigmoid's score_bias has no fixed set of values: its class checks it, when the preflight builds one block."""
+    cfg = compose_config(["model=sigmoid", "model.options.score_bias=nan", "device=cpu"])
+    with pytest.raises(ConfigError, match=r"^model\.options\.score_bias=nan is invalid for model=sigmoid: it must be "
+                                          r"a finite number, or None for -log\(T_k\)$"):
+        check_run(cfg)
+    check_run(compose_config(["model=sigmoid", "model.options.score_bias=-1.5", "device=cpu"]))
 
 
 # --- one name per knob: a knob the variant cannot use is not ignored on a single run's command line ---------------

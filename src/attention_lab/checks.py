@@ -82,6 +82,12 @@ def variant_error(err: AttentionArgumentError, variant: VariantFacts, setting: s
     return ConfigError(f"{setting}={shown} is invalid for model={variant.name}: it must be {err.allowed}{reason}")
 
 
+def attention_error(err: AttentionArgumentError, cfg: DictConfig) -> ConfigError:
+    """A rule that only the variant's class applies (its own options' values: sigmoid's score_bias), as one line."""
+    own = err.argument in (cfg.model.get("options") or {})
+    return variant_error(err, variant_of(cfg), setting=f"model.options.{err.argument}" if own else "")
+
+
 def check_typed_knobs(cfg: DictConfig, typed: set[str]) -> None:
     """A knob typed on a single run's command line that its variant cannot use is an error, never ignored:
     ``model=self heads=3`` would train one head. (A sweep's job is a composed config: the job ``model=self heads=2``
