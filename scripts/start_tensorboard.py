@@ -5,9 +5,9 @@
     python scripts/start_tensorboard.py outputs/multirun/<date>/<time>   # one sweep: its HParams table alone
     python scripts/start_tensorboard.py outputs/runs/<date>/<time> --port 6007   # other flags go to TensorBoard
 
-TensorBoard keeps 10 steps of each image and text tag by default and drops the rest without a word (attention
-maps every 25 steps: 2 of 12 gone). This starts it with `--samples_per_plugin` raised to 10,000 steps a tag: every
-step of any run the lab trains (1,500 steps at most by default, maps every 200). Not 0: TensorBoard's help calls 0
+TensorBoard keeps 10 steps of each image and text tag by default and drops the rest without a word (maps drawn
+every 25 steps with callbacks.attention_maps.image_every_n_steps=25: 2 of 12 gone; the predictions likewise). This
+starts it with `--samples_per_plugin` raised to 10,000 steps a tag: every step of any run the lab trains. Not 0: TensorBoard's help calls 0
 "all", but TensorBoard 2.21 then serves none (with either loader). A `--samples_per_plugin` of your own replaces it.
 (Not named tensorboard.py: scripts/ is first on the path of every script here, and it would hide the package.)
 """

@@ -23,7 +23,8 @@ TENSORBOARD_DEFAULT_IMAGES = 10  # what TensorBoard keeps of an image tag unless
 def many_maps_run(tmp_path_factory) -> Path:
     """A run that logs its attention maps at more steps than TensorBoard keeps by default."""
     run_dir = tmp_path_factory.mktemp("many_maps") / "run"
-    run_train(run_dir, "max_steps=36", "log_attention_every_n_steps=3", "trainer.val_check_interval=3",
+    run_train(run_dir, "max_steps=36", "log_attention_every_n_steps=3", "callbacks.attention_maps.image_every_n_steps=3",
+              "trainer.val_check_interval=3",
               "task.train_size=256", "task.val_size=64", "~callbacks.early_stopping", "ablation=[]")
     return run_dir
 
