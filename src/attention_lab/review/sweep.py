@@ -4,7 +4,8 @@ Per job directory: Hydra's ``.hydra/overrides.yaml`` and ``.hydra/config.yaml``,
 ``metrics.json`` (final metrics, ``global_step``, ``params``) and ``run_info.json`` (``status``:
 ok | failed | interrupted | running, ``error``, ``wall_time_s``, ``pid`` and ``host``). Per sweep:
 ``sweep_summary.json`` (``jobs``: ``job``, ``status``, ``error``, ``metrics``, ``output_dir``,
-``wall_time_s``) and Hydra's ``multirun.yaml`` (the sweep's command line, the sweeper's direction).
+``wall_time_s``; ``folded``: the combinations a product sweep folded into a job that trains the same run) and
+Hydra's ``multirun.yaml`` (the sweep's command line, the sweeper's direction).
 ``metrics.json`` may hold ``steps_to_solve``: the first step at which val/seq_acc >= 0.99, null if never.
 
 A job without a recorded status is ``ok`` once its ``metrics.json`` exists; a ``running`` job whose
@@ -31,6 +32,7 @@ from typing import Any
 
 from attention_lab.head_metrics import HeadMetric
 from attention_lab.review.cli import ReviewError
+from attention_lab.review.folds import Folded, load_folds
 from attention_lab.review.records import (
     Unreadable,
     amount,
@@ -85,6 +87,7 @@ class Sweep:
     sweep_overrides: list[str]  # the sweep's command line (multirun.yaml), e.g. heads=1,2
     metric_names: list[str]  # val/* then ood/* columns, the optimized metric (maybe a head score) first
     problems: list[str] = field(default_factory=list)  # one line per record that could not be read
+    folds: list[Folded] = field(default_factory=list)  # combinations not run: they train the same run as a job
 
     def counts(self) -> dict[str, int]:
         return {s: sum(j.status == s for j in self.jobs) for s in STATUSES if any(j.status == s for j in self.jobs)}
@@ -373,4 +376,5 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
             job.best = job.status == "ok" and job.value == best
     recorded = mapping(hydra, "overrides", sweep_dir / MULTIRUN_RECORD, unreadable, "hydra.")
     sweep_overrides = strings(recorded.get("task"), "hydra.overrides.task", sweep_dir / MULTIRUN_RECORD, unreadable)
-    return Sweep(sweep_dir, jobs, metric, direction, common, sweep_overrides, metric_names, unreadable.lines)
+    folds = load_folds(sweep_dir, unreadable)
+    return Sweep(sweep_dir, jobs, metric, direction, common, sweep_overrides, metric_names, unreadable.lines, folds)

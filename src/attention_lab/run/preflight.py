@@ -3,9 +3,11 @@ API and checked once, before ``@hydra.main`` creates anything. Errors come back 
 
 - Typos, wrong types and unknown options fail for runs and sweeps alike (each value of a sweep is tried).
 - A single run is checked completely: settings, device, corpus and task data, and ``resume=``.
-- A sweep whose jobs would train the same run twice, or share a dir, is refused (:mod:`.sweep_jobs`).
+- A sweep whose jobs share a dir is refused (:mod:`.sweep_jobs`); combinations that would train the same run are
+  folded into one job (with Hydra's basic sweeper: refused).
 - The jobs of a sweep get the remaining checks in the task function, so a bad combination fails only its
-  own job, which the sweep summary records.
+  own job, which the sweep summary records. A sweep that folds is checked whole first (every job it launches,
+  by the config rules): its plan differs from the product typed, and runs only if all of it can.
 """
 
 from __future__ import annotations
@@ -68,11 +70,11 @@ def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str =
     overrides = [arg for arg in argv if is_override(arg)]
     with hydra_compose_api(config_dir):
         if multirun:
-            sweep_job_configs(overrides, config_name, check_sweep_job)
+            sweep_job_configs(overrides, config_name, check_sweep_job, validate)
             return
         cfg = compose(config_name, overrides=overrides, return_hydra_config=True)
         if cfg.hydra.mode == RunMode.MULTIRUN:  # a preset such as hparams_search=optuna makes it a sweep
-            sweep_job_configs(overrides, config_name, check_sweep_job)
+            sweep_job_configs(overrides, config_name, check_sweep_job, validate)
             return
         if cfg.get("resume"):
             plan = resuming.plan_resume(str(cfg.resume), overrides)

@@ -1,5 +1,6 @@
 """``<sweep dir>/sweep_summary.json`` (and ``.csv``): one row per job, failed and interrupted ones included,
-rewritten after every job from the job dirs' run_info.json and metrics.json. :class:`SweepSummary` is the
+rewritten after every job from the job dirs' run_info.json and metrics.json; ``folded`` lists the combinations of
+a product sweep that were folded into a job training the same run (from the sweeper's ``sweep_folds.json``). :class:`SweepSummary` is the
 Hydra callback that keeps it current and gives the sweep its exit status."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.run.describe import describe
 from attention_lab.run.files import (
+    FOLDS,
     METRICS,
     REFUSED,
     RUN_INFO,
@@ -70,6 +72,17 @@ def summary_rows(sweep_dir: Path, *, final: bool = False) -> list[dict[str, Any]
     return rows
 
 
+def recorded_folds(sweep_dir: Path) -> list[dict[str, Any]]:
+    """The sweeper's folds, each entry with the fields and types it writes (the sweep dir is data: others are
+    left out)."""
+    folds = read_json(sweep_dir / FOLDS).get("folds")
+    fields = {"overrides": list, "into": int, "into_overrides": list, "reason": str}
+    return [{key: fold[key] for key in fields} for fold in (folds if isinstance(folds, list) else [])
+            if isinstance(fold, dict) and all(isinstance(fold.get(key), kind) and not isinstance(fold.get(key), bool)
+                                              for key, kind in fields.items())
+            and all(isinstance(o, str) for o in [*fold["overrides"], *fold["into_overrides"]])]
+
+
 @contextlib.contextmanager
 def summary_lock(sweep_dir: Path) -> Iterator[None]:
     """Parallel jobs write the sweep's records one at a time."""
@@ -98,7 +111,7 @@ def write_summary(sweep_dir: Path, *, final: bool = False) -> dict[str, Any]:
         for row in rows:
             counts[row["status"]] = counts.get(row["status"], 0) + 1
         document = {"sweep_dir": str(sweep_dir), "updated_at": now(), "total": len(rows), "counts": counts,
-                    "jobs": rows}
+                    "jobs": rows, "folded": recorded_folds(sweep_dir)}
         write_json(sweep_dir / SUMMARY, document)
         metric_keys = sorted({key for row in rows for key, value in row["metrics"].items() if not isinstance(value, dict)})
 
