@@ -40,10 +40,10 @@ def find_run(path: str | Path) -> RunFiles:
     ``.ckpt`` file, e.g. ``<run>/checkpoints/best.ckpt``. Raises ReviewError with one line otherwise."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise ReviewError(f"the run dir {path} does not exist: pass a run directory such as outputs/runs/<date>/<time>")
+        raise ReviewError(f"run={path} does not exist: pass a run directory such as outputs/runs/<date>/<time>")
     if path.is_file():
         if path.suffix != ".ckpt":
-            raise ReviewError(f"{path} is a file but not a checkpoint (.ckpt): pass the run directory or one of its checkpoints")
+            raise ReviewError(f"run={path} is a file but not a checkpoint (.ckpt): pass the run directory")
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
         return RunFiles(run_dir, path, load_run_config(run_dir))
     checkpoint_dir = path / "checkpoints"
@@ -54,8 +54,8 @@ def find_run(path: str | Path) -> RunFiles:
         if (path / MULTIRUN_RECORD).is_file():
             jobs = sorted(p.parent.name for p in path.glob("*/.hydra"))
             example = f" such as {path / jobs[0]}" if jobs else ""
-            raise ReviewError(f"the run dir {path} is a sweep directory: pass one of its job directories{example}")
-        raise ReviewError(f"the run dir {path} has no checkpoint (looked for checkpoints/last.ckpt and best.ckpt): "
+            raise ReviewError(f"run={path} is a sweep directory: pass one of its job directories{example}")
+        raise ReviewError(f"run={path} has no checkpoint (looked for checkpoints/last.ckpt and best.ckpt): "
                           "pass a run directory whose training has saved one")
     return RunFiles(path, found[0], load_run_config(path))
 

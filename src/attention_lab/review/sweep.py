@@ -21,9 +21,7 @@ configuration (``python scripts/train.py -m ... seed=0,1,2``), summarised as mea
 from __future__ import annotations
 
 import math
-import os
 import re
-import socket
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -45,10 +43,11 @@ from attention_lab.review.records import (
     text,
 )
 from attention_lab.run.files import METRICS, MULTIRUN_RECORD, RUN_INFO, SAVED_CONFIG, SAVED_OVERRIDES, SUMMARY
+from attention_lab.run.run_info import RunRecord, RunStatus, parse
 
-RECORDED_STATUSES = ("ok", "failed", "interrupted", "running")  # what run_info.json and the summary hold
+# What run_info.json and the summary hold (a run claiming its dir, "starting", is shown as running).
+RECORDED_STATUSES = tuple(s.value for s in (RunStatus.OK, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING))
 STATUSES = (*RECORDED_STATUSES, "stale")
-STARTING = "starting"  # run_info.json while a run claims its dir: shown as running
 FORMATION_STEPS = ("formation_step", "loss_drop_step")  # experiment=induction_formation: when the heads formed
 
 
@@ -201,9 +200,10 @@ def load_summary(sweep_dir: Path, unreadable: Unreadable | None = None) -> dict[
 
 
 def recorded_status(record: dict, path: Path | None = None, unreadable: Unreadable | None = None) -> str | None:
+    """A summary row's status (a run_info.json's is read by :func:`attention_lab.run.run_info.parse`)."""
     status = record.get("status")
-    if status == STARTING:
-        return "running"
+    if status == RunStatus.STARTING.value:
+        return RunStatus.RUNNING.value
     if status is None or status in RECORDED_STATUSES:
         return status
     if unreadable is not None and path is not None:
@@ -211,34 +211,18 @@ def recorded_status(record: dict, path: Path | None = None, unreadable: Unreadab
     return None
 
 
+def read_run_record(path: Path, unreadable: Unreadable) -> RunRecord:
+    """The job's run_info.json, its fields of the wrong type left out and named in ``unreadable``."""
+    record, problems = parse(load_json(path, unreadable))
+    for problem in problems:
+        unreadable.add(path, f"{problem}; ignored")
+    return record
+
+
 def last_line(error: str | None) -> str:
     """One line for a table cell: the last line of a multi-line error."""
     lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
     return lines[-1] if lines else ""
-
-
-PID_MAX = 1 << 22  # Linux's highest pid_max: a larger "pid" names no process
-
-
-def recorded_pid(info: dict, path: Path, unreadable: Unreadable) -> int | None:
-    pid = info.get("pid")
-    if pid is None or (isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < PID_MAX):
-        return pid
-    unreadable.add(path, f"pid is {shown(pid)}, not a process id; ignored")
-    return None
-
-
-def process_gone(pid: int | None, host: str | None) -> bool:
-    """True when run_info.json names a process of this host that no longer exists."""
-    if pid is None or host != socket.gethostname():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # exists, owned by someone else
-        return False
-    return False
 
 
 def mtime(path: Path) -> float | None:
@@ -269,11 +253,12 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict], unreadabl
     job = Job(id=job_id, dir=job_dir, overrides=overrides,
               optimized_metric=text(config, "optimized_metric", files[SAVED_CONFIG], unreadable))
     entry = summary.get(job_id) or summary.get(job_dir.name) or {}
-    info = load_json(files[RUN_INFO], unreadable)
+    info = read_run_record(files[RUN_INFO], unreadable)
     metrics, metrics_path = load_json(files[METRICS], unreadable), files[METRICS]
     if not metrics:
         metrics, metrics_path = entry.get("metrics") or {}, sweep_dir / SUMMARY
-    status = recorded_status(entry, sweep_dir / SUMMARY, unreadable) or recorded_status(info, files[RUN_INFO], unreadable)
+    recorded = RunStatus.RUNNING if info.status is RunStatus.STARTING else info.status
+    status = recorded_status(entry, sweep_dir / SUMMARY, unreadable) or (recorded.value if recorded else None)
     if metrics:
         job.metrics = metric_values(metrics, metrics_path, unreadable, ("val/", "ood/", "ablation/", "head_score/"))
         job.metrics.update({key: step for key in FORMATION_STEPS
@@ -286,13 +271,11 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict], unreadabl
             job.reports_solve = True
             job.steps_to_solve = amount(metrics, "steps_to_solve", metrics_path, unreadable, whole=True)
         status = status or "ok"
-    wall = amount(info, "wall_time_s", files[RUN_INFO], unreadable)
-    job.wall_time_s = wall if wall is not None else entry.get("wall_time_s")
-    job.error = last_line(entry.get("error") or text(info, "error", files[RUN_INFO], unreadable))
-    pid = recorded_pid(info, files[RUN_INFO], unreadable)
-    if status == "running" and not metrics and process_gone(pid, text(info, "host", files[RUN_INFO], unreadable)):
-        status = "failed"
-        job.error = job.error or f"the job's process (pid {pid}) is gone without reporting a result"
+    job.wall_time_s = info.wall_time_s if info.wall_time_s is not None else entry.get("wall_time_s")
+    job.error = last_line(entry.get("error") or info.error)
+    if status == RunStatus.RUNNING.value and not metrics and info.ended_without_result():
+        status = RunStatus.FAILED.value
+        job.error = job.error or f"the job's process (pid {info.pid}) is gone without reporting a result"
     job.status = status or "running"
     job.unreadable = unreadable.about(files.values())
     return job

@@ -12,21 +12,19 @@ API and checked once, before ``@hydra.main`` creates anything. Errors come back 
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra import compose
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.checks import caveats, check_known_keys, validate
-from attention_lab.config import register_configs
 from attention_lab.errors import ConfigError
 from attention_lab.run import resume as resuming
 from attention_lab.run import sweep_resume
+from attention_lab.run.compose_api import hydra_compose_api
 from attention_lab.run.device import resolve_accelerator
 from attention_lab.run.overrides import is_override
 from attention_lab.run.sweep_jobs import sweep_job_configs
@@ -51,17 +49,6 @@ def check_run(cfg: DictConfig) -> None:
     for note in caveats(cfg):
         logging.getLogger("attention_lab").warning("warning: %s", note)
     check_machine_and_data(cfg)
-
-
-@contextlib.contextmanager
-def hydra_compose_api(config_dir: Path) -> Iterator[None]:
-    register_configs()
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
-            yield
-    finally:
-        GlobalHydra.instance().clear()
 
 
 def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str = "train") -> None:
