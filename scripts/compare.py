@@ -13,7 +13,7 @@ Error bars come from seeds: `python scripts/train.py -m heads=1,2 seed=0,1,2` ru
 times, and compare.py groups the jobs that differ only in `seed`: mean ± sample std (n=ok jobs; failed
 jobs are counted, as in "n=2 of 3", but not averaged) of each metric, and of steps_to_solve ("3/3 solved,
 250 ± 50": the first step at which val/seq_acc >= 0.99) when metrics.json has it. With
---metric head_score/<kind>/max (previous_token, self, induction, duplicate_token), a column holds each run's
+--metric head_score/<kind>/max (a kind of attention_lab.head_scores.HEAD_SCORE_KINDS), a column holds each run's
 highest score of that kind over all its layers and heads; --metric ablation/<how>/<metric>/layer<l>/<head<h>|all>
 ranks the runs by what switching that head off cost them (largest first).
 

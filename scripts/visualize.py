@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = ReviewArgumentParser(prog="visualize.py", description=__doc__)
     parser.add_argument("run", nargs="?", metavar="RUN",
                         help="run directory (hydra.run.dir, or a sweep's job dir), or one of its checkpoints")
-    parser.add_argument("--text", help="the sentence to run (left out: the default sentence)")
+    parser.add_argument("--text", help="the sentence to run (left out: the run's probe, as TensorBoard showed it)")
     parser.add_argument("--tensorboard", action="store_true", help="also add the maps to <run>/tensorboard")
     parser.add_argument("--out", metavar="DIR", help="output directory (default: <run>/visualize)")
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -175,7 +175,7 @@ def decoded(event) -> np.ndarray:
 def test_callback_logs_heatmaps_and_predictions_to_tensorboard(tmp_path, encoder_decoder):
     module = FakeModule(encoder_decoder)
     callback = AttentionMapLogger(probe="Life is short, eat dessert first!", every_n_steps=100, num_predictions=2,
-                                  run_name="model=multihead,heads=4")
+                                  run_name="model=multihead,heads=4", image_every_n_steps=100)
     trainer = fake_trainer(tmp_path, step=150)
     callback.setup(trainer, module, "fit")
     callback.on_train_batch_end(trainer, module, None, None, 0)  # step 150: not a logging step
@@ -211,7 +211,7 @@ def test_callback_logs_heatmaps_and_predictions_to_tensorboard(tmp_path, encoder
 def test_callback_shortens_a_long_probe_and_logs_nothing_without_tensorboard(tmp_path, caplog):
     module = FakeModule(encoder_decoder=False, layers=1, heads=1)
     module.config.context_length = 3
-    callback = AttentionMapLogger(probe="Life is short, eat dessert first", every_n_steps=10)
+    callback = AttentionMapLogger(probe="Life is short, eat dessert first", every_n_steps=10, image_every_n_steps=10)
     trainer = fake_trainer(tmp_path, step=10)
     with caplog.at_level("WARNING"):
         callback.setup(trainer, module, "fit")
@@ -244,9 +244,12 @@ def test_the_configured_callback_with_a_real_module(tmp_path, model):
     step = callback.every_n_steps
     trainer = fake_trainer(tmp_path, step=step)
     callback.setup(trainer, module, "fit")
-    callback.on_train_batch_end(trainer, module, None, None, 0)
-    callback.wait()  # the worker thread writes the images
+    callback.on_train_batch_end(trainer, module, None, None, 0)  # a logging step: the predictions only
+    callback.wait()
+    assert read_events(trainer.loggers[0]).Tags()["images"] == []
+    callback.on_train_end(trainer, module)  # the end of training, at the same step: its images
     events = read_events(trainer.loggers[0])
+    assert [text.step for text in events.Tensors("predictions/text_summary")] == [step]
     _, weights = module.predict_words([PROBE])
     heads = module.config.num_heads
     assert set(events.Tags()["images"]) == {f"attention/layer{layer}/head{head}"
@@ -261,6 +264,22 @@ def test_the_configured_callback_with_a_real_module(tmp_path, model):
             assert_same_picture(decoded(logged[-1]), expected)
     table = events.Tensors("predictions/text_summary")[-1].tensor_proto.string_val[0].decode()
     assert table.startswith("| input | target | prediction | ok |") and "| Life is short | short is Life |" in table
+
+
+def test_by_default_images_only_of_the_final_model_and_predictions_at_every_logging_step(tmp_path):
+    module = FakeModule(encoder_decoder=False, layers=1, heads=2)
+    callback = AttentionMapLogger(probe="Life is short", every_n_steps=10, num_predictions=1)
+    trainer = fake_trainer(tmp_path, step=10)
+    callback.setup(trainer, module, "fit")
+    for step in (10, 15, 20, 23):
+        trainer.global_step = step
+        callback.on_train_batch_end(trainer, module, None, None, 0)
+    callback.on_train_end(trainer, module)  # step 23
+    callback.on_train_end(trainer, module)  # again: nothing new
+    events = read_events(trainer.loggers[0])
+    assert set(events.Tags()["images"]) == {"attention/layer0/head0", "attention/layer0/head1"}
+    assert [image.step for image in events.Images("attention/layer0/head1")] == [23]
+    assert [text.step for text in events.Tensors("predictions/text_summary")] == [10, 20, 23]
 
 
 def test_titles_name_the_run_and_cut_long_names():

@@ -126,7 +126,7 @@ def test_rejected_combination_fails_with_one_line_naming_the_setting(model, task
     (["layers=0"], "layers=0"),
     (["lr=0"], "lr=0"),
     (["model.dropout=1.0"], "model.dropout=1.0"),
-    (["model=simple", "model.normalize=max"], "model.normalize=max"),
+    (["model=simple", "model.options.normalize=max"], "model.options.normalize=max"),  # simple's own option
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v))
 def test_cross_field_rule_fails_before_training_naming_the_setting(overrides, setting):
     cfg = compose_config(overrides)
@@ -140,10 +140,10 @@ def test_cross_field_rule_fails_before_training_naming_the_setting(overrides, se
     ["model=multihead", "heads=1"],
     ["model=multihead_concat", "heads=16"],
     ["model=multihead", "d_model=96", "heads=12"],
-    ["model=self", "heads=3"],              # single-head variants ignore `heads`
+    ["model=self", "heads=3"],              # a composed config: one head (a single run's command line refuses it)
     ["model=self", "mask=causal", "task=next_word"],
     ["model=cross", "task=reverse"],
-    ["model=simple", "model.normalize=sum"],
+    ["model=simple", "model.options.normalize=sum"],
     ["block=attention_only"],
     ["model=cross", "block=attention_only", "task=sort"],
     ["task.corpus=/any/file.txt"],          # checked when the data is read, not here

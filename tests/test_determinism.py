@@ -1,11 +1,17 @@
-"""Identical reruns: the same config and seed give a byte-identical metrics.json on CPU (wall time lives in
-run_info.json). Two runs started in the same second get their own run dirs; nothing is overwritten."""
+"""Identical reruns: on one machine, with one torch build, the same config, seed and ``threads`` give a
+byte-identical metrics.json (wall time lives in run_info.json) and bit-identical weights and optimizer state in
+last.ckpt, with one thread and with two. Two runs started in the same second get their own run dirs; nothing is
+overwritten. (Across machines, torch builds or thread counts the floating-point sums may run in another order:
+the README says what carries over.)"""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+
+import pytest
+import torch
 
 from conftest import QUIET, ROOT, TRAIN, script_env
 
@@ -14,10 +20,28 @@ CONFIG = ["max_steps=12", "task.train_size=256", "task.val_size=64", "trainer.va
           "model.dropout=0.1", "~callbacks.attention_maps"]
 
 
-def test_same_config_same_metrics_in_separate_dirs(tmp_path):
+def assert_bit_identical(first, second, where: str = "") -> None:
+    """Two checkpoint entries (nested dicts and lists of tensors and plain values) hold the same bits."""
+    if isinstance(first, torch.Tensor):
+        assert isinstance(second, torch.Tensor) and first.dtype == second.dtype and torch.equal(first, second), where
+    elif isinstance(first, dict):
+        assert first.keys() == second.keys(), where
+        for key in first:
+            assert_bit_identical(first[key], second[key], f"{where}/{key}")
+    elif isinstance(first, (list, tuple)):
+        assert len(first) == len(second), where
+        for i, (a, b) in enumerate(zip(first, second, strict=True)):
+            assert_bit_identical(a, b, f"{where}[{i}]")
+    else:
+        assert first == second, where
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_same_config_same_metrics_in_separate_dirs(tmp_path, threads):
     # The default run dir pattern (microseconds) under tmp_path; both runs start at once.
     pattern = f"hydra.run.dir={tmp_path}/${{now:%H-%M-%S-%f}}"
-    procs = [subprocess.Popen([sys.executable, str(TRAIN), *CONFIG, *QUIET, pattern], cwd=ROOT, env=script_env(),
+    procs = [subprocess.Popen([sys.executable, str(TRAIN), *CONFIG, f"threads={threads}", *QUIET, pattern], cwd=ROOT,
+                              env=script_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     for proc in procs:
         _, stderr = proc.communicate(timeout=300)
@@ -32,3 +56,7 @@ def test_same_config_same_metrics_in_separate_dirs(tmp_path):
     for run_dir in run_dirs:
         info = json.loads((run_dir / "run_info.json").read_text())
         assert info["status"] == "ok" and info["wall_time_s"] > 0 and info["output_dir"] == str(run_dir)
+    first, second = (torch.load(d / "checkpoints" / "last.ckpt", weights_only=True) for d in run_dirs)
+    for entry in ("state_dict", "optimizer_states"):
+        assert_bit_identical(first[entry], second[entry], entry)
+    assert first["state_dict"] and first["global_step"] == second["global_step"] == 12

@@ -14,12 +14,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from attention_lab.attention.hooks import capture
 from attention_lab.callbacks.head_score_maps import HeadScoreMaps
+from attention_lab.head_metrics import score_grid
 from attention_lab.head_scores import (
     head_scores,
     induction_pattern,
     induction_score,
     previous_token_score,
-    score_grid,
     self_score,
 )
 
@@ -35,9 +35,9 @@ def test_a_previous_token_head_and_a_self_head():
     diagonal = torch.eye(t)
     weights = torch.stack([previous, diagonal])[None]  # (1, 2, 4, 4)
     real = torch.ones(1, t, dtype=torch.bool)
-    assert previous_token_score(weights, real).tolist() == [1.0, 0.0]
+    assert previous_token_score(weights, None, real).tolist() == [1.0, 0.0]
     # The self head attends to itself at all 4 queries, the previous-token head only at query 0.
-    assert self_score(weights, real).tolist() == [0.25, 1.0]
+    assert self_score(weights, None, real).tolist() == [0.25, 1.0]
 
 
 def test_padding_queries_are_left_out():
@@ -45,9 +45,9 @@ def test_padding_queries_are_left_out():
     weights = torch.cat([torch.eye(3)[None, None], uniform], dim=0)  # batch of 2, one head
     real = torch.tensor([[True, True, True], [True, False, False]])
     # Self: rows 0..2 of sample 0 give 1 each, row 0 of sample 1 gives 1/3; the padded rows are not counted.
-    assert self_score(weights, real).item() == pytest.approx((3 + 1 / 3) / 4)
+    assert self_score(weights, None, real).item() == pytest.approx((3 + 1 / 3) / 4)
     # Previous token: queries 1 and 2 of sample 0 only (sample 1's query 1 is padding).
-    assert previous_token_score(weights, real).item() == pytest.approx(0.0)
+    assert previous_token_score(weights, None, real).item() == pytest.approx(0.0)
 
 
 def test_induction_pattern_marks_the_key_after_each_earlier_occurrence():
@@ -72,8 +72,41 @@ def test_no_repeated_token_means_no_induction_score():
     tokens = torch.tensor([[1, 2, 3, 0]])
     weights = torch.full((1, 2, 4, 4), 0.25)
     scores = head_scores(weights, tokens, tokens != 0)
-    assert set(scores) == {"previous_token", "self"}
+    assert set(scores) == {"previous_token", "self", "reverse"}  # every real query has a mirror
     assert scores["self"].tolist() == pytest.approx([0.25, 0.25])
+
+
+def reverse_reference(weights: list, tokens: list[list[int]]) -> list[float]:
+    """The reverse score by its definition, in plain Python: for each sequence, its real (non-pad) positions
+    p_0 < ... < p_{L-1}; query p_i's weight on key p_{L-1-i}, averaged over every real query of the batch."""
+    heads = len(weights[0])
+    totals, count = [0.0] * heads, 0
+    for b, row in enumerate(tokens):
+        positions = [t for t, token in enumerate(row) if token != 0]
+        for i, query in enumerate(positions):
+            key = positions[len(positions) - 1 - i]
+            count += 1
+            for h in range(heads):
+                totals[h] += weights[b][h][query][key]
+    return [total / count for total in totals]
+
+
+def test_reverse_score_against_a_reference_by_definition():
+    from attention_lab.head_scores import reverse_score
+
+    generator = torch.Generator().manual_seed(0)
+    # Lengths 1..7 of 7, padding at the end, and one sequence with a pad inside (the mirror is among real tokens).
+    tokens = torch.tensor([[3, 4, 5, 6, 7, 8, 9], [3, 4, 5, 0, 0, 0, 0], [5, 0, 0, 0, 0, 0, 0],
+                           [3, 4, 5, 6, 0, 0, 0], [3, 0, 4, 5, 6, 7, 0]])
+    weights = torch.rand(5, 3, 7, 7, generator=generator).softmax(-1)
+    expected = reverse_reference(weights.tolist(), tokens.tolist())
+    assert reverse_score(weights, tokens, tokens != 0).tolist() == pytest.approx(expected, rel=1e-6)
+    # A head that reads the mirrored word scores 1, the previous-token and the self head score less.
+    t = 6
+    tokens = torch.arange(3, 3 + t)[None]
+    mirror, previous, diagonal = one_hot_rows(list(range(t - 1, -1, -1)), t), one_hot_rows([0, 0, 1, 2, 3, 4], t), torch.eye(t)
+    scores = head_scores(torch.stack([mirror, previous, diagonal])[None], tokens, tokens != 0)["reverse"]
+    assert scores.tolist() == pytest.approx([1.0, 1 / 6, 0.0])
 
 
 def test_score_grid_is_layers_by_heads():
@@ -180,7 +213,7 @@ def test_the_module_logs_the_scores_of_the_first_validation_batch(tmp_path, mode
         assert logged == {}
         return
     heads = module.config.num_heads
-    kinds = ("previous_token", "self", "induction", "duplicate_token")
+    kinds = ("previous_token", "self", "induction", "duplicate_token", "reverse")
     assert set(logged) == {f"head_score/{kind}/layer{layer}/head{h}" for kind in kinds
                            for layer in range(2) for h in range(heads)}
     # The first batch (256 of the 300 examples), not the whole set: the scores of a forward pass over it.
@@ -200,9 +233,9 @@ def test_the_module_logs_the_scores_of_the_first_validation_batch(tmp_path, mode
 
 
 def test_the_config_checks_know_every_kind():
-    """checks.py stays torch-free, so it names the kinds itself: optimized_metric=head_score/<kind>/... accepts
-    exactly the kinds that are measured."""
+    """checks.py stays torch-free and reads the kinds from head_scores (which imports no torch):
+    optimized_metric=head_score/<kind>/... accepts exactly the kinds that are measured."""
     from attention_lab.checks import HEAD_SCORE_KINDS
-    from attention_lab.head_scores import KINDS
+    from attention_lab.head_scores import DETECTORS
 
-    assert HEAD_SCORE_KINDS == KINDS
+    assert HEAD_SCORE_KINDS == tuple(DETECTORS)

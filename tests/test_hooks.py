@@ -56,7 +56,7 @@ def tiny_model(name: str = "multihead", layers: int = 2, **options) -> SequenceM
     torch.manual_seed(1)
     config = ModelConfig(name=name, d_model=16, num_heads=4 if name == "multihead" else 1, layers=layers,
                          mask="causal" if name != "cross" else "none",
-                         block=BlockConfig(name="transformer"), encoder_decoder=name == "cross", **options)
+                         block=BlockConfig(name="transformer"), **options)
     return SequenceModel(config, vocab_size=11).eval()
 
 

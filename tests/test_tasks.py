@@ -137,3 +137,22 @@ def test_induction_without_a_causal_mask_is_refused(tmp_path):
     proc = run_train(tmp_path / "run", "task=induction", "debug=fast", check=False)
     assert proc.returncode == 1
     assert "mask=padding is invalid for task=induction" in proc.stderr
+
+
+def test_task_yamls_state_only_what_differs_from_the_defaults():
+    """TaskConfig holds every default once; a task's yaml names the task and what it sets otherwise."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from conftest import CONFIG_DIR
+
+    yamls = sorted(CONFIG_DIR.glob("task/*.yaml"))
+    assert {path.stem for path in yamls} >= {"reverse", "copy", "sort", "next_word", "recall", "induction"}
+    for path in yamls:
+        stated = OmegaConf.to_container(OmegaConf.load(path))
+        assert stated.pop("defaults") == ["task_schema"] and stated.pop("name") == path.stem
+        defaults = dataclasses.asdict(TaskConfig(name=path.stem))
+        assert set(stated) <= set(defaults), path.name
+        restated = {key: value for key, value in stated.items() if value == defaults[key]}
+        assert not restated, f"{path.name} restates TaskConfig's defaults: {restated}"

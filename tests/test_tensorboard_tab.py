@@ -207,8 +207,7 @@ def test_the_callback_records_the_modules_attention(tmp_path, variant):
     vocab = ["<pad>", "<unk>", "Life", "dessert", "eat", "first", "is", "short"]
     cross = variant == "cross"
     config = ModelConfig(name=variant, d_model=16, num_heads=1 if cross else 2, layers=2,
-                         mask="padding" if cross else "none", context_length=8, block=BlockConfig(name="transformer"),
-                         encoder_decoder=cross)
+                         mask="padding" if cross else "none", context_length=8, block=BlockConfig(name="transformer"))
     torch.manual_seed(0)
     module = AttentionLitModule(config, vocab)
     tokens = torch.randint(2, len(vocab), (16, 6))

@@ -10,7 +10,7 @@ import hydra
 import pytest
 import torch
 
-from attention_lab.attention import ATTENTION_REGISTRY, build_attention
+from attention_lab.attention import ATTENTION_REGISTRY
 from attention_lab.attention.hooks import capture
 from attention_lab.checks import caveats, validate
 from attention_lab.config import Mask, Position
@@ -111,16 +111,3 @@ def test_positions_that_act_on_embeddings():
     assert table[t, 2 * i].item() == pytest.approx(torch.sin(torch.tensor(t / 10000 ** (2 * i / d))).item(), abs=1e-6)
     assert table[t, 2 * i + 1].item() == pytest.approx(torch.cos(torch.tensor(t / 10000 ** (2 * i / d))).item(), abs=1e-6)
     assert inside.position_embedding is None and inside.position_table is None
-
-
-@pytest.mark.parametrize("model", MODELS)
-def test_variant_yamls_agree_with_their_classes(model):
-    """The yaml's declarations (read by the torch-free config checks) say what the class does."""
-    cfg = compose_config([f"model={model}"]).model
-    cls = ATTENTION_REGISTRY[cfg.name]
-    assert cfg.encoder_decoder == cls.takes_source
-    assert cfg.grouped_kv == cls.grouped_kv
-    heads_with_weights = any(True for _ in build_attention(cfg.name, d_in=8, d_out=8).parameters())
-    assert cfg.learned_heads == heads_with_weights  # heads with weights of their own: something to ablate
-    assert ("rope" in cfg.positions) == ("alibi" in cfg.positions) == (cls.projects and not cls.takes_source)
-    assert cfg.num_heads == (4 if cls.multi_head else 1)  # single-head yamls pin num_heads: 1

@@ -233,7 +233,7 @@ def test_cross_model_rows_are_output_positions():
 
     vocab = ["<pad>", "<unk>", "Life", "dessert", "eat", "first", "is", "short"]
     config = ModelConfig(name="cross", d_model=16, num_heads=1, layers=2, mask="padding", context_length=8,
-                         block=BlockConfig(name="transformer"), encoder_decoder=True)
+                         block=BlockConfig(name="transformer"))
     module = AttentionLitModule(config, vocab)
     maps = compute_maps(module, "Life is short, eat dessert first")
     assert maps.encoder_decoder and (maps.layers, maps.heads) == (2, 1)

@@ -105,6 +105,7 @@ def main() -> None:
 
     from attention_lab.data.corpus import tokenize
     from attention_lab.review.maps import find_run, load_module
+    from attention_lab.review.visualize import run_probe
 
     torch.set_num_threads(1)  # as a training run (the threads knob) and the tab's sentence model
     run_dir = Path(sys.argv[1])
@@ -112,7 +113,7 @@ def main() -> None:
         print(f"{kind:22s} {size:>10,d} bytes, {len(steps)} steps: {size / max(len(steps), 1):,.0f} bytes per step")
     files = find_run(run_dir)
     module, _ = load_module(files)
-    words = tokenize(str((files.config or {}).get("probe") or "Life is short, eat dessert first"))
+    words = tokenize(run_probe(files.config or {}))  # the probe the run logged: its own, else its task's
     print(f"one record on the training thread: {record_seconds(module, words) * 1000:.2f} ms (median of 200)")
     for typing_s in (0, TYPING_S):
         first, later = sentence_latency(run_dir, words, typing_s)

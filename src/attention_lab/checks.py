@@ -1,17 +1,36 @@
 """Checks of a composed config that its types cannot express. Each failure is a ConfigError with one line
 naming the setting and what is allowed. Light: no torch import (see :mod:`attention_lab.run.preflight` for the
-checks that need the machine or the data)."""
+checks that need the machine or the data).
+
+The rules about the attention variant are the attention package's own (:mod:`attention_lab.attention.arguments`),
+applied to what the variant's class declares (read without torch: :mod:`attention_lab.attention.declared`); their
+errors' fields become the one line, under the names the user writes."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.config import Mask, Position
+from attention_lab.attention.arguments import (
+    accepts_causal,
+    check_dropout,
+    check_heads_divide,
+    check_kv_heads,
+    check_options,
+    check_position,
+    check_rejected,
+    check_rope_head_dim,
+    check_single_head,
+    check_window,
+)
+from attention_lab.attention.declared import VariantFacts, declared_variants
+from attention_lab.attention.errors import AttentionArgumentError
+from attention_lab.config import ALL_MASKS, Mask, Position, setting_name
 from attention_lab.data.corpus import tokenize
 from attention_lab.data.tasks.base import check_ood_range
 from attention_lab.errors import ConfigError
@@ -27,11 +46,58 @@ def validate(cfg: DictConfig) -> None:
     """Every check that needs nothing but the config."""
     check_known_keys(cfg)
     check_sizes(cfg)
-    check_model(cfg)
-    check_masks(cfg)
-    check_ablation(cfg)
-    check_optimized_metric(cfg)
+    variant = variant_of(cfg)
+    check_model(cfg, variant)
+    check_masks(cfg, variant)
+    check_ablation(cfg, variant)
+    check_optimized_metric(cfg, variant)
     check_trainer(cfg)
+
+
+def variant_of(cfg: DictConfig) -> VariantFacts:
+    """What the chosen attention variant declares."""
+    name = str(cfg.model.name)
+    variant = declared_variants(only=name).get(name)
+    if variant is None:
+        raise ConfigError(f"model.name={name} is invalid: choose one of {', '.join(sorted(declared_variants()))}")
+    return variant
+
+
+class NamesWhere:
+    """The variants that declare ``fact`` true, read when an error message lists them (reading every variant's
+    source costs more than the checks themselves)."""
+
+    def __init__(self, fact: str) -> None:
+        self.fact = fact
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(name for name, variant in declared_variants().items() if getattr(variant, self.fact)))
+
+
+def variant_error(err: AttentionArgumentError, variant: VariantFacts, setting: str = "") -> ConfigError:
+    """An attention rule's error as one line, under the setting's name as the user writes it."""
+    setting = setting or setting_name(err.argument)
+    shown = "null" if err.value is None else err.value
+    reason = f" ({err.reason})" if err.reason else ""
+    return ConfigError(f"{setting}={shown} is invalid for model={variant.name}: it must be {err.allowed}{reason}")
+
+
+def attention_error(err: AttentionArgumentError, cfg: DictConfig) -> ConfigError:
+    """A rule that only the variant's class applies (its own options' values: sigmoid's score_bias), as one line."""
+    own = err.argument in (cfg.model.get("options") or {})
+    return variant_error(err, variant_of(cfg), setting=f"model.options.{err.argument}" if own else "")
+
+
+def check_typed_knobs(cfg: DictConfig, typed: set[str]) -> None:
+    """A knob typed on a single run's command line that its variant cannot use is an error, never ignored:
+    ``model=self heads=3`` would train one head. (A sweep's job is a composed config: the job ``model=self heads=2``
+    trains what ``model=self heads=1`` trains, and the sweep folds the two.)"""
+    if "heads" in typed and cfg.get("heads") is not None:  # heads=null (removed) fails in check_sizes
+        variant = variant_of(cfg)
+        try:
+            check_single_head(variant.name, variant, cfg.heads, NamesWhere("multi_head"))
+        except AttentionArgumentError as err:
+            raise variant_error(err, variant) from err
 
 
 def caveats(cfg: DictConfig) -> list[str]:
@@ -89,9 +155,9 @@ def check_sizes(cfg: DictConfig) -> None:
     if model.context_length > MAX_CONTEXT_LENGTH:
         raise ConfigError(f"model.context_length={model.context_length} is invalid: it must be at most "
                           f"{MAX_CONTEXT_LENGTH} (positions in the table; the tasks' sequences are far shorter)")
-    if not tokenize(str(cfg.get("probe") or "")):
-        raise ConfigError(f"probe={cfg.get('probe') or ''!r} is invalid: it must contain at least one word (the sentence "
-                          "whose attention maps TensorBoard shows)")
+    if cfg.get("probe") is not None and not tokenize(str(cfg.probe)):
+        raise ConfigError(f"probe={cfg.probe!r} is invalid: it must contain at least one word (the sentence whose "
+                          "attention maps TensorBoard shows), or be null for the task's own probe")
     if task.min_len > task.max_len:
         raise ConfigError(f"task.min_len={task.min_len} is invalid: it must be <= task.max_len={task.max_len}")
     if task.max_len > model.context_length:
@@ -109,67 +175,53 @@ def check_sizes(cfg: DictConfig) -> None:
         raise ConfigError(f"weight_decay={weight_decay} is invalid: it must be a finite number >= 0")
 
 
-def check_model(cfg: DictConfig) -> None:
+def check_model(cfg: DictConfig, variant: VariantFacts) -> None:
+    """The attention package's rules on the model's settings (the same functions build_attention applies)."""
     model = cfg.model
-    if not 0.0 <= model.dropout < 1.0:
-        raise ConfigError(f"model.dropout={model.dropout} is invalid: it must be in [0, 1)")
-    if model.d_model % model.num_heads:
-        raise ConfigError(f"heads={model.num_heads} does not divide d_model={model.d_model} for model={model.name}: "
-                          "choose heads among the divisors of d_model, or change d_model")
+    name, num_heads, d_model = variant.name, model.num_heads, model.d_model
     position = Position(model.position).value
-    if position not in model.positions:
-        raise ConfigError(f"position={position} is invalid for model={model.name}: that variant takes "
-                          f"position={' or '.join(model.positions)}")
-    if position == "rope" and (model.d_model // model.num_heads) % 2:
-        raise ConfigError(f"position=rope is invalid with d_model={model.d_model} and heads={model.num_heads}: rotary "
-                          "embeddings rotate pairs of dimensions, so d_model / heads must be even")
-    if model.kv_heads is not None:
-        if not model.grouped_kv:
-            raise ConfigError(f"kv_heads={model.kv_heads} is invalid for model={model.name}: only variants with "
-                              "split heads share keys and values (model=multihead); leave kv_heads=null")
-        positive("kv_heads", model.kv_heads)
-        if model.num_heads % model.kv_heads:
-            raise ConfigError(f"kv_heads={model.kv_heads} is invalid: it must divide heads={model.num_heads}")
-    positive("window", model.window, optional=True)
-    check_rejected_knobs(model)
-    if model.normalize not in (None, "softmax", "sum"):
-        raise ConfigError(f"model.normalize={model.normalize} is invalid: choose softmax or sum")
+    try:
+        check_dropout(model.dropout)
+        check_heads_divide(name, num_heads, d_model, width_name="d_model", heads_name="heads")
+        check_kv_heads(name, variant, num_heads, model.kv_heads, NamesWhere("grouped_kv"), heads_name="heads",
+                       unset_unless_grouped=True)
+        check_position(name, variant, position)
+        check_rope_head_dim(name, position, d_model // num_heads)  # every variant's head is d_model / heads wide
+        check_window(model.window)
+        check_rejected(name, variant, window=model.window, dropout=model.dropout)
+    except AttentionArgumentError as err:
+        raise variant_error(err, variant) from err
+    try:
+        check_options(name, variant, model.options)
+    except AttentionArgumentError as err:
+        raise variant_error(err, variant, setting=f"model.options.{err.argument}") from err
 
 
-def check_rejected_knobs(model: DictConfig) -> None:
-    """The knobs a variant's yaml lists under ``rejects`` (linear and conv: window, dropout) must stay off."""
-    if "window" in model.rejects and model.window is not None:
-        raise ConfigError(f"window={model.window} is invalid for model={model.name}: that variant has no window "
-                          "(it reads the whole sequence); leave window=null")
-    if "dropout" in model.rejects and model.dropout:
-        raise ConfigError(f"model.dropout={model.dropout} is invalid for model={model.name}: its fast path forms no "
-                          "attention weights to drop; leave model.dropout=0.0")
-
-
-def check_masks(cfg: DictConfig) -> None:
-    """The mask must suit both the variant (``model.masks``) and the task (``task.masks``)."""
+def check_masks(cfg: DictConfig, variant: VariantFacts) -> None:
+    """The mask must suit both the variant and the task (``task.masks``)."""
     model, task = cfg.model, cfg.task
+    model_masks = [m for m in ALL_MASKS if m != Mask.causal.value or accepts_causal(variant)]
     mask = Mask(model.mask).value
     if mask not in task.masks:
         raise ConfigError(f"mask={mask} is invalid for task={task.name}: each position would see what it must "
                           f"predict; use mask={' or '.join(task.masks)}")
-    if mask not in model.masks:
-        if not set(task.masks) & set(model.masks):
+    if mask not in model_masks:
+        if not set(task.masks) & set(model_masks):
             raise ConfigError(f"task={task.name} is invalid for model={model.name}: the task needs "
                               f"mask={' or '.join(task.masks)}, which model={model.name} does not take "
-                              f"(it takes mask={' or '.join(model.masks)})")
-        raise ConfigError(f"mask={mask} is invalid for model={model.name}: use mask={' or '.join(model.masks)}")
+                              f"(it takes mask={' or '.join(model_masks)})")
+        raise ConfigError(f"mask={mask} is invalid for model={model.name}: use mask={' or '.join(model_masks)}")
 
 
-def ablations(cfg: DictConfig) -> tuple[str, ...]:
+def ablations(cfg: DictConfig, variant: VariantFacts) -> tuple[str, ...]:
     """The ablations the run measures: ``ablation=null`` is every kind for a variant whose heads have weights."""
     chosen = cfg.get("ablation")
     if chosen is None:
-        return ABLATIONS if cfg.model.get("learned_heads", True) else ()
+        return ABLATIONS if variant.learned_heads else ()
     return tuple(str(how) for how in chosen)
 
 
-def check_ablation(cfg: DictConfig) -> None:
+def check_ablation(cfg: DictConfig, variant: VariantFacts) -> None:
     chosen = cfg.get("ablation")
     shown = "null" if chosen is None else f"[{','.join(str(how) for how in chosen)}]"
     unknown = [str(how) for how in chosen or () if str(how) not in ABLATIONS]
@@ -177,7 +229,7 @@ def check_ablation(cfg: DictConfig) -> None:
         raise ConfigError(f"ablation={shown} is invalid: {unknown[0]} is not an ablation; choose among "
                           f"{', '.join(ABLATIONS)} (e.g. ablation=[zero,mean]), [] for none or null for all")
     asked = bool(chosen) or bool(cfg.get("ablation_every_validation"))
-    if asked and not cfg.model.get("learned_heads", True):
+    if asked and not variant.learned_heads:
         setting = f"ablation={shown}" if chosen else "ablation_every_validation=true"
         raise ConfigError(f"{setting} is invalid for model={cfg.model.name}: its attention has no weights of its own, "
                           "so it has no learned heads to switch off; leave ablation=null and "
@@ -187,19 +239,19 @@ def check_ablation(cfg: DictConfig) -> None:
                           "set ablation=null (all) or e.g. ablation=[zero]")
 
 
-def per_head_metric_allowed(cfg: DictConfig, record: HeadMetric) -> bool:
+def per_head_metric_allowed(cfg: DictConfig, record: HeadMetric, variant: VariantFacts) -> bool:
     """Whether the run logs this per-head measurement."""
     model = cfg.model
     if record.layer >= model.layers or (record.head is not None and record.head >= model.num_heads):
         return False
     if record.family.startswith("head_score/"):
-        return not model.get("encoder_decoder")
+        return not variant.takes_source
     if record.family.startswith("ablation/"):
-        return record.family.split("/")[1] in ablations(cfg)
+        return record.family.split("/")[1] in ablations(cfg, variant)
     return True
 
 
-def check_optimized_metric(cfg: DictConfig) -> None:
+def check_optimized_metric(cfg: DictConfig, variant: VariantFacts) -> None:
     """What train.py returns to a sweeper must be a metric the run measures."""
     metric = str(cfg.get("optimized_metric"))
     record = HeadMetric.parse(metric)
@@ -208,11 +260,11 @@ def check_optimized_metric(cfg: DictConfig) -> None:
         return
     if metric == "val/in_context_score" and cfg.task.name == "induction":
         return
-    if record is not None and per_head_metric_allowed(cfg, record):
+    if record is not None and per_head_metric_allowed(cfg, record, variant):
         return
     ood_note = "" if ood else " (ood/* needs task.ood_min_len and task.ood_max_len)"
-    scores = "" if cfg.model.get("encoder_decoder") else f", head_score/<{'|'.join(HEAD_SCORE_KINDS)}>/layer<l>/head<h>"
-    hows = ablations(cfg)
+    scores = "" if variant.takes_source else f", head_score/<{'|'.join(HEAD_SCORE_KINDS)}>/layer<l>/head<h>"
+    hows = ablations(cfg, variant)
     ablation = (f", ablation/<{'|'.join(hows)}>/<{'|'.join(ABLATION_METRICS)}>/layer<l>/<head<h>|all>"
                 if hows else "")
     in_context = ", val/in_context_score" if cfg.task.name == "induction" else ""

@@ -5,6 +5,10 @@ so a typo or a wrong type fails before anything is imported or trained.
 ``configs/model/`` and ``configs/block/``, handed to :class:`~attention_lab.model.SequenceModel` and to the
 LightningModule, and saved in every checkpoint's hparams as a plain dict.
 
+What a variant is and takes (one head or several, encoder-decoder, its own options) is declared once, by its
+class in :mod:`attention_lab.attention`; the config holds only what the user chooses. ``model.options`` are the
+variant's own ``build_attention`` keywords (``configs/model/simple.yaml``: ``normalize``).
+
 This module stays light (no torch import): ``train.py --help`` and config errors use it.
 """
 
@@ -19,19 +23,14 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from attention_lab.attention.declared import declared_variants
+from attention_lab.attention.positions import Position
+
 
 class Mask(str, Enum):
     none = "none"
     causal = "causal"  # a position sees only itself and earlier positions
     padding = "padding"  # no query attends to <pad> keys
-
-
-class Position(str, Enum):
-    learned = "learned"  # a trained table added to the token embeddings
-    sinusoidal = "sinusoidal"  # fixed sines and cosines added to the token embeddings (Vaswani et al. 2017)
-    rope = "rope"  # rotary embeddings of queries and keys inside attention (Su et al. 2021)
-    alibi = "alibi"  # distance penalties on the attention scores (Press et al. 2022)
-    none = "none"  # no position information at all (NoPE; Kazemnejad et al. 2023)
 
 
 class Device(str, Enum):
@@ -42,7 +41,8 @@ class Device(str, Enum):
 
 
 ALL_MASKS = [m.value for m in Mask]
-ALL_POSITIONS = [p.value for p in Position]
+# Fields that checkpoints saved before the variants' facts moved to their classes may still hold.
+RETIRED_MODEL_FIELDS = ("encoder_decoder", "masks", "positions", "grouped_kv", "learned_heads", "rejects")
 
 
 def typed(schema: type, values: Any) -> Any:
@@ -73,19 +73,26 @@ class ModelConfig:
     dropout: float = 0.0
     qkv_bias: bool = False
     context_length: int = 16  # rows of the positional embedding table (longest sequence)
-    normalize: str | None = None  # 'simple' only (its yaml sets it): softmax | sum
-    # What the variant's yaml declares about it, so that config checks need no torch import
-    # (tests/test_configs.py checks these against the attention classes).
-    encoder_decoder: bool = False  # self-attention encoder + cross-attention decoder (cross)
-    masks: list[str] = field(default_factory=lambda: list(ALL_MASKS))  # the masks the variant accepts
-    positions: list[str] = field(default_factory=lambda: list(ALL_POSITIONS))  # the positions it accepts
-    grouped_kv: bool = False  # accepts kv_heads (grouped-query attention)
-    learned_heads: bool = True  # its heads have weights of their own (simple's do not: no head to ablate)
-    rejects: list[str] = field(default_factory=list)  # knobs it does not take: window, dropout
+    options: dict[str, Any] = field(default_factory=dict)  # the variant's own build_attention keywords
+
+    @property
+    def encoder_decoder(self) -> bool:
+        """Self-attention encoder + a decoder of the variant's blocks: the variant takes a source (cross)."""
+        return declared_variants(only=self.name)[self.name].takes_source
+
+    @property
+    def learned_heads(self) -> bool:
+        """Its heads have weights of their own (simple's do not: no head for an ablation to switch off)."""
+        return declared_variants(only=self.name)[self.name].learned_heads
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
-        """The config saved in a checkpoint's hparams (plain types) -> ModelConfig, type-checked."""
+        """The config saved in a checkpoint's hparams (plain types) -> ModelConfig, type-checked. A checkpoint of an
+        earlier version may hold the variant's facts (now its class's) and simple's ``normalize`` as a field."""
+        values = {key: value for key, value in values.items() if key not in RETIRED_MODEL_FIELDS}
+        if "normalize" in values:
+            normalize = values.pop("normalize")
+            values["options"] = {**values.get("options", {}), **({"normalize": normalize} if normalize else {})}
         return typed(cls, values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,7 +148,7 @@ class TrainConfig:
     max_steps: int = 1500
     max_epochs: int | None = None
     optimized_metric: str = "val/seq_acc"
-    probe: str = "Life is short, eat dessert first"
+    probe: str | None = None  # the words whose attention the run shows; None = the task's own (data/probe.py)
     log_attention_every_n_steps: int = 200
     num_predictions_logged: int = 4
     ablation: list[str] | None = None  # head ablations at the end: zero, mean; None = both (where heads learn)
@@ -152,9 +159,24 @@ class TrainConfig:
     resume: str | None = None  # run dir to continue: `python scripts/train.py resume=<run dir>`
 
 
-# In configs/, the model's fields follow the top-level knobs (`heads=3` sets model.num_heads).
-FROM_KNOBS = {"d_model": "${d_model}", "num_heads": "${heads}", "layers": "${layers}", "kv_heads": "${kv_heads}",
-              "mask": "${mask}", "window": "${window}", "position": "${position}", "block": "${block}"}
+# In configs/, the model's fields follow the top-level knobs: model field -> the knob that sets it.
+KNOB_OF_FIELD = {"d_model": "d_model", "num_heads": "heads", "layers": "layers", "kv_heads": "kv_heads",
+                 "mask": "mask", "window": "window", "position": "position", "block": "block"}
+# `heads` sets model.num_heads of a variant with several heads; a single-head variant's is 1 (its class says so).
+FROM_KNOBS = {**{field_name: f"${{{knob}}}" for field_name, knob in KNOB_OF_FIELD.items()},
+              "num_heads": "${lab.num_heads:${.name},${heads}}"}
+
+
+def setting_name(model_field: str) -> str:
+    """How a user writes a model field: its knob (``heads`` for num_heads), else ``model.<field>``."""
+    return KNOB_OF_FIELD.get(model_field, f"model.{model_field}")
+
+
+def num_heads_of(variant: str, heads: Any) -> Any:
+    """model.num_heads: the ``heads`` knob for a variant with several heads, 1 for a single-head one (an unknown
+    variant keeps the knob: building it fails, naming the variant)."""
+    facts = declared_variants(only=str(variant)).get(str(variant))
+    return heads if facts is None or facts.multi_head else 1
 
 
 def register_configs() -> None:
@@ -167,6 +189,7 @@ def register_configs() -> None:
     OmegaConf.register_new_resolver("lab.output_subdir", lambda resume: None if resume else ".hydra", replace=True)
     # A resumed Optuna sweep's new jobs go after the existing job dirs (the sweeper numbers each launch from 0).
     OmegaConf.register_new_resolver("lab.job_subdir", lambda num, offset: str(int(num) + int(offset)), replace=True)
+    OmegaConf.register_new_resolver("lab.num_heads", num_heads_of, replace=True, use_cache=True)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     model = OmegaConf.structured(ModelConfig)

@@ -5,7 +5,8 @@ Tags: ``<family>/layer{l}/head{h}``, or ``<family>/layer{l}/all`` for a whole la
 families
 
 - ``attention_entropy``: mean entropy of the head's attention rows (nats);
-- ``head_score/<kind>``: a detector score (:mod:`attention_lab.head_scores`), kind in :data:`HEAD_SCORE_KINDS`;
+- ``head_score/<kind>``: a detector score, kind in :data:`attention_lab.head_scores.HEAD_SCORE_KINDS` (declared there
+  once, with its detector);
 - ``ablation/<how>/<metric>``: what switching the head off costs on the validation set
   (:mod:`attention_lab.ablation`), how in :data:`ABLATIONS`, metric in :data:`ABLATION_METRICS`.
 
@@ -18,7 +19,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-HEAD_SCORE_KINDS = ("previous_token", "self", "induction", "duplicate_token")
+from attention_lab.head_scores import HEAD_SCORE_KINDS
+
 ABLATIONS = ("zero", "mean")  # the head's output set to 0 / to its mean over the validation set
 ABLATION_METRICS = ("loss", "token_acc")  # loss: the increase; token_acc: the drop
 ENTROPY = "attention_entropy"
@@ -27,6 +29,11 @@ WHOLE_LAYER = "all"
 
 def score_family(kind: str) -> str:
     return f"head_score/{kind}"
+
+
+def score_name(kind: str, layer: int, head: int) -> str:
+    """A head score's tag, in TensorBoard and metrics.json."""
+    return tag(score_family(kind), layer, head)
 
 
 def ablation_family(how: str, metric: str) -> str:
@@ -80,6 +87,12 @@ def grid(metrics: Mapping[str, float], family: str) -> list[list[float]] | None:
         return None
     layers, heads = max(layer for layer, _ in cells) + 1, max(h for _, h in cells) + 1
     return [[cells.get((layer, h), math.nan) for h in range(heads)] for layer in range(layers)]
+
+
+def score_grid(metrics: Mapping[str, float], kind: str) -> list[list[float]] | None:
+    """The logged ``head_score/<kind>/layer{l}/head{h}`` values as a layers x heads grid (NaN where missing),
+    or None when none is logged."""
+    return grid(metrics, score_family(kind))
 
 
 def layer_values(metrics: Mapping[str, float], family: str) -> dict[int, float]:

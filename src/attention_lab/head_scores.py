@@ -10,18 +10,26 @@ pattern names; it lies in 0..1 (1: the head always attends there and nowhere els
   count; when none does, there is no score.
 - ``duplicate_token``: from position t to the earlier positions holding the same token as t (TransformerLens's
   ``duplicate_token_head``), over the same queries as ``induction``.
+- ``reverse``: from the i-th real position of a sequence of L real tokens to its mirror, the (L-1-i)-th: the
+  anti-diagonal that a head of a model trained on ``task=reverse`` draws.
 
-The kinds are declared in :mod:`attention_lab.head_metrics`, with the tags they are logged under.
+:data:`DETECTORS` is the one definition of the kinds: :data:`HEAD_SCORE_KINDS` and everything that names a kind
+(tags, config checks, ``compare.py``) derive from it, so a new kind is one function and one entry here. No torch
+import (only tensor methods): the config checks read the kinds without paying for torch.
 """
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from attention_lab.head_metrics import HEAD_SCORE_KINDS, grid, score_family, tag
+if TYPE_CHECKING:
+    from torch import Tensor
 
-KINDS = HEAD_SCORE_KINDS
+# weights (B, H, T, T) float, tokens (B, T), real (B, T) bool (True at non-pad tokens) -> (H,), or None when no
+# query of the batch has the pattern's key.
+Detector = Callable[["Tensor", "Tensor", "Tensor"], "Tensor | None"]
 
 
 def masked_mean(per_query: Tensor, queries: Tensor) -> Tensor | None:
@@ -34,61 +42,75 @@ def masked_mean(per_query: Tensor, queries: Tensor) -> Tensor | None:
     return (per_query * mask).sum((0, 2)) / count
 
 
-def previous_token_score(weights: Tensor, real: Tensor) -> Tensor | None:
-    """weights (B, H, T, T), real (B, T) True at non-pad tokens -> (H,): attention from t to t-1."""
-    previous = torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1)  # (B, H, T-1): query t+1 -> key t
+def pattern_score(weights: Tensor, pattern: Tensor, real: Tensor) -> Tensor | None:
+    """The attention each query gives to the keys ``pattern`` (B, T, T) marks, averaged over the real queries
+    that have a marked key: (H,)."""
+    per_query = (weights * pattern[:, None].to(weights.dtype)).sum(-1)  # (B, H, T)
+    return masked_mean(per_query, pattern.any(-1) & real)
+
+
+def previous_token_score(weights: Tensor, tokens: Tensor, real: Tensor) -> Tensor | None:
+    """Attention from t to t-1."""
+    previous = weights.diagonal(offset=-1, dim1=-2, dim2=-1)  # (B, H, T-1): query t+1 -> key t
     return masked_mean(previous, real[:, 1:] & real[:, :-1])
 
 
-def self_score(weights: Tensor, real: Tensor) -> Tensor | None:
-    """weights (B, H, T, T), real (B, T) -> (H,): attention from t to t."""
-    return masked_mean(torch.diagonal(weights, dim1=-2, dim2=-1), real)
+def self_score(weights: Tensor, tokens: Tensor, real: Tensor) -> Tensor | None:
+    """Attention from t to t."""
+    return masked_mean(weights.diagonal(dim1=-2, dim2=-1), real)
 
 
 def duplicate_pattern(tokens: Tensor, real: Tensor) -> Tensor:
     """(B, T, T) bool: key k is marked for query t when k < t holds the same real token as t."""
     t = tokens.shape[1]
     same = (tokens[:, :, None] == tokens[:, None, :]) & real[:, :, None] & real[:, None, :]  # (B, Tq, Tk)
-    return same & torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril(-1)  # key position < query
+    return same & real.new_ones((t, t)).tril(-1)  # key position < query position
 
 
 def induction_pattern(tokens: Tensor, real: Tensor) -> Tensor:
     """(B, T, T) bool: key k is marked for query t when k - 1 < t holds the same real token as t."""
     earlier = duplicate_pattern(tokens, real)
-    pattern = torch.zeros_like(earlier)
+    pattern = earlier.new_zeros(earlier.shape)
     pattern[:, :, 1:] = earlier[:, :, :-1]  # the position right after each earlier occurrence
     return pattern
 
 
+def reverse_pattern(real: Tensor) -> Tensor:
+    """(B, T, T) bool: key k is marked for query t when both are real and k is t's mirror among the real
+    positions (rank(t) + rank(k) = L - 1, L the sequence's real tokens)."""
+    rank = real.long().cumsum(-1) - 1  # (B, T): the position's index among the real ones
+    last = real.long().sum(-1, keepdim=True) - 1  # (B, 1): L - 1
+    mirrored = (rank[:, :, None] + rank[:, None, :]) == last[:, :, None]
+    return mirrored & real[:, :, None] & real[:, None, :]
+
+
 def induction_score(weights: Tensor, tokens: Tensor, real: Tensor) -> Tensor | None:
-    """weights (B, H, T, T), tokens (B, T), real (B, T) -> (H,), or None when no token repeats."""
-    pattern = induction_pattern(tokens, real)
-    per_query = (weights * pattern[:, None].to(weights.dtype)).sum(-1)  # (B, H, T)
-    return masked_mean(per_query, pattern.any(-1) & real)
+    """Attention from t to the key after each earlier occurrence of t's token; None when no token repeats."""
+    return pattern_score(weights, induction_pattern(tokens, real), real)
 
 
 def duplicate_token_score(weights: Tensor, tokens: Tensor, real: Tensor) -> Tensor | None:
-    """weights (B, H, T, T), tokens (B, T), real (B, T) -> (H,), or None when no token repeats."""
-    pattern = duplicate_pattern(tokens, real)
-    per_query = (weights * pattern[:, None].to(weights.dtype)).sum(-1)  # (B, H, T)
-    return masked_mean(per_query, pattern.any(-1) & real)
+    """Attention from t to the earlier occurrences of t's token; None when no token repeats."""
+    return pattern_score(weights, duplicate_pattern(tokens, real), real)
+
+
+def reverse_score(weights: Tensor, tokens: Tensor, real: Tensor) -> Tensor | None:
+    """Attention from the i-th real position to the (L-1-i)-th."""
+    return pattern_score(weights, reverse_pattern(real), real)
+
+
+DETECTORS: Mapping[str, Detector] = MappingProxyType({
+    "previous_token": previous_token_score,
+    "self": self_score,
+    "induction": induction_score,
+    "duplicate_token": duplicate_token_score,
+    "reverse": reverse_score,
+})
+HEAD_SCORE_KINDS: tuple[str, ...] = tuple(DETECTORS)
 
 
 def head_scores(weights: Tensor, tokens: Tensor, real: Tensor) -> dict[str, Tensor]:
     """Every kind that has a score for this batch: kind -> (H,)."""
     weights = weights.float()
-    scores = {"previous_token": previous_token_score(weights, real), "self": self_score(weights, real),
-              "induction": induction_score(weights, tokens, real),
-              "duplicate_token": duplicate_token_score(weights, tokens, real)}
+    scores = {kind: detect(weights, tokens, real) for kind, detect in DETECTORS.items()}
     return {kind: value for kind, value in scores.items() if value is not None}
-
-
-def score_name(kind: str, layer: int, head: int) -> str:
-    """The scalar's tag, in TensorBoard and metrics.json."""
-    return tag(score_family(kind), layer, head)
-
-
-def score_grid(metrics: dict[str, float], kind: str) -> list[list[float]] | None:
-    """The logged ``head_score/<kind>/layer{l}/head{h}`` values as a layers x heads grid (NaN where missing),
-    or None when none is logged."""
-    return grid(metrics, score_family(kind))

@@ -14,8 +14,8 @@ from torchmetrics.classification import MulticlassAccuracy
 from attention_lab.attention.hooks import capture
 from attention_lab.config import Mask, ModelConfig
 from attention_lab.data.corpus import PAD_ID, UNK_ID
-from attention_lab.head_metrics import ENTROPY, tag
-from attention_lab.head_scores import head_scores, score_name
+from attention_lab.head_metrics import ENTROPY, score_name, tag
+from attention_lab.head_scores import head_scores
 from attention_lab.model import SequenceModel
 
 

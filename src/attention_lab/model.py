@@ -26,6 +26,19 @@ def sinusoidal_table(length: int, d_model: int) -> Tensor:
     return table
 
 
+def block_attention(config: ModelConfig, variant: str, num_heads: int) -> nn.Module:
+    """One block's attention: ``variant`` is the config's own, or ``self`` for cross's encoder."""
+    # The variant's own options (its yaml's `options:`) go to its blocks only, not to cross's self-attention encoder.
+    options = dict(config.options) if variant == config.name else {}
+    position = Position(config.position)  # the attention acts on rope and alibi; the rest act on embeddings
+    return build_attention(
+        variant, d_in=config.d_model, d_out=ATTENTION_REGISTRY[variant].d_out_for(config.d_model, num_heads),
+        num_heads=num_heads, kv_heads=config.kv_heads if variant == config.name else None,
+        qkv_bias=config.qkv_bias, dropout=config.dropout, causal=Mask(config.mask) is Mask.causal,
+        window=config.window, position=position.value, **options,
+    )
+
+
 class Block(nn.Module):
     """Pre-norm transformer block; residual, LayerNorm and MLP can each be switched off
     (``block=attention_only`` keeps the bare mechanism: x = attention(x))."""
@@ -74,17 +87,8 @@ class SequenceModel(nn.Module):
         self.lm_head = nn.Linear(d_model, vocab_size)
 
     def block(self, variant: str, num_heads: int) -> Block:
-        config = self.config
-        # Variant-specific options are set only by that variant's yaml (configs/model/simple.yaml: normalize).
-        options = {"normalize": config.normalize} if config.normalize is not None and variant == config.name else {}
-        position = Position(config.position)  # the attention acts on rope and alibi; the rest act on embeddings
-        attention = build_attention(
-            variant, d_in=config.d_model, d_out=ATTENTION_REGISTRY[variant].d_out_for(config.d_model, num_heads),
-            num_heads=num_heads, kv_heads=config.kv_heads if variant == config.name else None,
-            qkv_bias=config.qkv_bias, dropout=config.dropout, causal=Mask(config.mask) is Mask.causal,
-            window=config.window, position=position.value, **options,
-        )
-        return Block(attention, config.d_model, config.block, config.dropout)
+        return Block(block_attention(self.config, variant, num_heads), self.config.d_model, self.config.block,
+                     self.config.dropout)
 
     def forward(self, tokens: Tensor, *, key_padding_mask: Tensor | None = None) -> Tensor:
         """tokens: (B, T) -> logits (B, T, vocab). What the attention computes inside (scores, weights, each

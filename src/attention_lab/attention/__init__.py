@@ -8,18 +8,28 @@ Mask conventions follow the PyTorch arguments of the same name: ``attend(mask=..
 ``F.scaled_dot_product_attention``'s boolean ``attn_mask`` (True = may attend);
 ``key_padding_mask`` is like ``nn.MultiheadAttention``'s (True = padding, ignored).
 
-Every module of this package is imported here, so a new variant is one file with a class
-decorated by ``@register("name")``.
+The names below import every module of this package on first use (a new variant is one file with a class
+decorated by ``@register("name")``). Importing the package itself imports no torch, so the config checks read
+the torch-free modules (:mod:`.declared`, :mod:`.arguments`, :mod:`.errors`, :mod:`.positions`) in a fraction of
+torch's start-up time (PEP 562 module ``__getattr__``).
 """
+
+from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import Any
 
-from attention_lab.attention.base import AttentionModule
-from attention_lab.attention.errors import AttentionArgumentError
-from attention_lab.attention.functional import AttentionOutput, attend
-from attention_lab.attention.masks import causal_mask
-from attention_lab.attention.registry import ATTENTION_REGISTRY, build_attention
+# public name -> the module that defines it
+EXPORTS = {
+    "ATTENTION_REGISTRY": "registry",
+    "build_attention": "registry",
+    "AttentionModule": "base",
+    "AttentionArgumentError": "errors",
+    "AttentionOutput": "functional",
+    "attend": "functional",
+    "causal_mask": "masks",
+}
 
 
 def import_all_modules() -> None:
@@ -28,16 +38,14 @@ def import_all_modules() -> None:
         importlib.import_module(f"{__name__}.{module.name}")
 
 
-import_all_modules()
-VARIANTS = tuple(sorted(ATTENTION_REGISTRY))
+def __getattr__(name: str) -> Any:
+    if name == "VARIANTS":
+        import_all_modules()
+        return tuple(sorted(importlib.import_module(f"{__name__}.registry").ATTENTION_REGISTRY))
+    if name in EXPORTS:
+        import_all_modules()
+        return getattr(importlib.import_module(f"{__name__}.{EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = [
-    "ATTENTION_REGISTRY",
-    "VARIANTS",
-    "AttentionArgumentError",
-    "AttentionModule",
-    "AttentionOutput",
-    "attend",
-    "build_attention",
-    "causal_mask",
-]
+
+__all__ = ["VARIANTS", *EXPORTS]

@@ -1,22 +1,35 @@
-"""Checks of the arguments every variant shares, each failing with an AttentionArgumentError."""
+"""The rules on attention arguments, each defined once and each failing with an AttentionArgumentError.
+
+``build_attention`` applies them to its arguments; the config checks (:mod:`attention_lab.checks`) apply the same
+functions to the config's settings, before torch is imported, and write the error's fields as one line. A rule
+about a variant reads what the variant declares (its class, or :class:`~attention_lab.attention.declared.VariantFacts`,
+which carry the same attribute names). ``heads_name`` and ``width_name`` let a caller name the numbers as its own
+settings are named (the config's ``heads`` and ``d_model``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from attention_lab.attention.errors import AttentionArgumentError
-
-# Where positions come from. Only rope and alibi act inside attention; learned and sinusoidal tables
-# are added to the embeddings before it, and none is no position at all (NoPE).
-POSITIONS = ("none", "learned", "sinusoidal", "rope", "alibi")
-INSIDE_ATTENTION = ("rope", "alibi")
-OUTSIDE_ATTENTION = tuple(p for p in POSITIONS if p not in INSIDE_ATTENTION)
+from attention_lab.attention.positions import OUTSIDE_ATTENTION, POSITIONS
 
 
 def either(names: Iterable[str]) -> str:
     """'a', 'b' or 'c'."""
     quoted = [f"'{name}'" for name in names]
     return " or ".join(quoted) if len(quoted) < 3 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def accepted_positions(variant: Any) -> tuple[str, ...]:
+    """rope and alibi act on a query-key score, so they need projections and one sequence for queries and keys."""
+    return POSITIONS if variant.projects and not variant.takes_source else OUTSIDE_ATTENTION
+
+
+def accepts_causal(variant: Any) -> bool:
+    """A causal mask compares a query's position with a key's: meaningless when the keys are another sequence."""
+    return not variant.takes_source
 
 
 def check_positive_int(argument: str, value: object) -> None:
@@ -36,83 +49,106 @@ def check_dropout(dropout: object) -> None:
 
 def check_window(window: object) -> None:
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
-        raise AttentionArgumentError("window", window, "a positive integer, or None for no window")
+        raise AttentionArgumentError("window", window, "a positive integer, or unset for no window")
 
 
-def check_heads(variant: str, cls: type, num_heads: int, kv_heads: object,
-                multi_head_variants: Iterable[str], grouped_variants: Iterable[str]) -> None:
-    """num_heads against the variant's `multi_head`, kv_heads against its `grouped_kv`."""
+def check_heads_divide(variant: str, num_heads: int, width: int, *, width_name: str = "d_out",
+                       heads_name: str = "num_heads", why: str = "the heads split it equally") -> None:
+    """Heads share one width: num_heads divides it."""
+    if width % num_heads:
+        raise AttentionArgumentError(
+            "num_heads", num_heads, f"a divisor of {width_name}={width}",
+            f"{heads_name} ({num_heads}) must divide {width_name} ({width}) for '{variant}' ({width_name} ({width}) "
+            f"must be divisible by {heads_name} ({num_heads}): {why})", reason=why)
+
+
+def check_single_head(variant: str, cls: Any, num_heads: int, multi_head_variants: Iterable[str]) -> None:
     if not cls.multi_head and num_heads != 1:
+        several = either(multi_head_variants)
         raise AttentionArgumentError(
             "num_heads", num_heads, f"1 for '{variant}'",
-            f"num_heads must be 1 for '{variant}' (a single head), got {num_heads}; "
-            f"use {either(multi_head_variants)} for several heads",
-        )
+            f"num_heads must be 1 for '{variant}' (a single head), got {num_heads}; use {several} for several heads",
+            reason=f"it has a single head; {several} have several")
+
+
+def check_kv_heads(variant: str, cls: Any, num_heads: int, kv_heads: object, grouped_variants: Iterable[str], *,
+                   heads_name: str = "num_heads", unset_unless_grouped: bool = False) -> None:
+    """kv_heads against the variant's ``grouped_kv``. kv_heads equal to num_heads is what an ungrouped variant does
+    anyway; ``unset_unless_grouped`` refuses it too (the config's knob means nothing there)."""
     if kv_heads is None:
         return
     check_positive_int("kv_heads", kv_heads)
-    if not cls.grouped_kv and kv_heads != num_heads:
+    if not cls.grouped_kv and (unset_unless_grouped or kv_heads != num_heads):
+        grouped = either(grouped_variants)
         raise AttentionArgumentError(
-            "kv_heads", kv_heads, f"None for '{variant}'",
-            f"kv_heads is for grouped-query attention ({either(grouped_variants)}); "
-            f"'{variant}' needs kv_heads=None, got {kv_heads!r}",
-        )
+            "kv_heads", kv_heads, f"unset for '{variant}'",
+            f"kv_heads is for grouped-query attention ({grouped}); '{variant}' needs kv_heads=None, got {kv_heads!r}",
+            reason=f"only {grouped} share keys and values between heads")
     if num_heads % kv_heads:
         raise AttentionArgumentError(
-            "kv_heads", kv_heads, f"a divisor of num_heads ({num_heads})",
-            f"kv_heads must be a divisor of num_heads ({num_heads}), got {kv_heads}: "
-            "the query heads share the kv heads in equal groups",
-        )
+            "kv_heads", kv_heads, f"a divisor of {heads_name} ({num_heads})",
+            f"kv_heads must be a divisor of {heads_name} ({num_heads}), got {kv_heads}: "
+            "the query heads share the kv heads in equal groups", reason="the query heads share them in equal groups")
 
 
-def check_position(variant: str, cls: type, position: object) -> None:
+def check_heads(variant: str, cls: Any, num_heads: int, kv_heads: object,
+                multi_head_variants: Iterable[str], grouped_variants: Iterable[str]) -> None:
+    """num_heads against the variant's ``multi_head``, kv_heads against its ``grouped_kv``."""
+    check_single_head(variant, cls, num_heads, multi_head_variants)
+    check_kv_heads(variant, cls, num_heads, kv_heads, grouped_variants)
+
+
+def check_position(variant: str, cls: Any, position: object) -> None:
     if position is not None and position not in POSITIONS:
         raise AttentionArgumentError("position", position, f"one of {', '.join(POSITIONS)} (or None)")
-    if position in INSIDE_ATTENTION and (not cls.projects or cls.takes_source):
+    allowed = accepted_positions(cls)
+    if position is not None and position not in allowed:
         reason = cls.positions_note if not cls.projects else "its queries and keys come from different sequences"
-        allowed = ", ".join(OUTSIDE_ATTENTION)
         raise AttentionArgumentError(
-            "position", position, f"one of {allowed} for '{variant}'",
-            f"position={position!r} is not possible for '{variant}': {reason}; use one of {allowed}",
-        )
+            "position", position, f"one of {', '.join(allowed)} for '{variant}'",
+            f"position={position!r} is not possible for '{variant}': {reason}; use one of {', '.join(allowed)}",
+            reason=reason)
 
 
 def check_rope_head_dim(variant: str, position: object, head_dim: int) -> None:
     """rope rotates feature pairs: the per-head query/key width must be even."""
     if position == "rope" and head_dim % 2:
+        why = "rotary embeddings rotate pairs of dimensions, so the width of a head must be even"
         raise AttentionArgumentError(
-            "position", position, f"not 'rope' with an odd head dimension ({head_dim})",
-            f"position='rope' needs an even head dimension, got {head_dim} for '{variant}'",
-        )
+            "position", position, f"another position: rope needs an even head dimension, and this one is {head_dim}",
+            f"position='rope' needs an even head dimension, got {head_dim} for '{variant}'", reason=why)
 
 
-def check_options(variant: str, cls: type, options: Mapping[str, object]) -> None:
+def check_options(variant: str, cls: Any, options: Mapping[str, object]) -> None:
+    """The variant's own keywords: only those it declares (``options``), each among its ``choices`` if it has any."""
     for option, value in options.items():
         if option not in cls.options:
             known = f"its options: {', '.join(cls.options)}" if cls.options else "it takes no other options"
-            raise AttentionArgumentError(option, value, f"not set for '{variant}' ({known})",
-                                         f"{option} is not an argument of '{variant}'; {known}")
+            raise AttentionArgumentError(option, value, f"not set for '{variant}'",
+                                         f"{option} is not an argument of '{variant}'; {known}", reason=known)
+        choices = cls.choices.get(option)
+        if choices is not None and value not in choices:
+            raise AttentionArgumentError(option, value, f"one of {', '.join(map(str, choices))}")
+
+
+def check_rejected(variant: str, cls: Any, *, window: object, dropout: object) -> None:
+    """The shared arguments a variant refuses (its ``rejects``: linear and conv take no window and no dropout)."""
+    if "window" in cls.rejects and window is not None:
+        raise AttentionArgumentError(
+            "window", window, f"unset for '{variant}'",
+            f"window must be None for '{variant}': {cls.rejects['window']}, got window={window}",
+            reason=cls.rejects["window"])
+    if "dropout" in cls.rejects and dropout:
+        raise AttentionArgumentError(
+            "dropout", dropout, f"0 for '{variant}'",
+            f"dropout must be 0.0 for '{variant}': {cls.rejects['dropout']}, got {dropout}",
+            reason=cls.rejects["dropout"])
 
 
 def check_split_heads(variant: str, d_out: int, num_heads: int, d_v: object) -> None:
     """Heads split one width: num_heads divides d_out, and d_v (if given) is d_out."""
-    if d_out % num_heads:
-        raise AttentionArgumentError(
-            "num_heads", num_heads, f"a divisor of d_out ({d_out})",
-            f"d_out ({d_out}) must be divisible by num_heads ({num_heads}) for '{variant}'")
+    check_heads_divide(variant, num_heads, d_out)
     if d_v not in (None, d_out):
         raise AttentionArgumentError(
             "d_v", d_v, f"None or d_out ({d_out}) for '{variant}'",
             f"d_v must equal d_out for '{variant}' (heads split one width), got d_v={d_v}")
-
-
-def reject_window_and_dropout(variant: str, window: object, dropout: float, *, window_why: str, dropout_why: str) -> None:
-    """A mixer without a T x T map on its fast path takes no window and no attention dropout."""
-    if window is not None:
-        raise AttentionArgumentError(
-            "window", window, f"None for '{variant}'",
-            f"window must be None for '{variant}': {window_why}, got window={window}")
-    if dropout:
-        raise AttentionArgumentError(
-            "dropout", dropout, f"0.0 for '{variant}'",
-            f"dropout must be 0.0 for '{variant}': {dropout_why}, got {dropout}")

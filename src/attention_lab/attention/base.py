@@ -8,10 +8,10 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.attention.alibi import alibi_bias
-from attention_lab.attention.arguments import INSIDE_ATTENTION
 from attention_lab.attention.functional import AttentionOutput, attend
 from attention_lab.attention.hooks import HookPoint
 from attention_lab.attention.masks import padding_to_attn_mask
+from attention_lab.attention.positions import INSIDE_ATTENTION
 from attention_lab.attention.rope import apply_rope
 
 
@@ -32,14 +32,20 @@ class AttentionModule(nn.Module):
     (B, T_q, output_dim). ``x`` may be (T, d_in) or (B, T, d_in): unbatched in, unbatched out
     (weights then come back as (H, T_q, T_k)).
 
-    Every variant declares what it is, so that callers never need its name:
+    Every variant declares what it is, once, so that callers never need its name. The config checks read these
+    declarations without importing torch (:mod:`attention_lab.attention.declared`): write them as literals.
+    What follows from them (the positions and masks a variant takes) is derived in
+    :mod:`attention_lab.attention.arguments`.
     """
 
     takes_source: ClassVar[bool]  # encoder-decoder: keys and values come from a second sequence
     multi_head: ClassVar[bool]  # accepts num_heads > 1
     grouped_kv: ClassVar[bool]  # accepts kv_heads < num_heads (grouped-query attention)
     projects: ClassVar[bool]  # has query/key projections, so rope and alibi make sense
+    learned_heads: ClassVar[bool] = True  # its heads have weights of their own (something for ablations to remove)
     options: ClassVar[tuple[str, ...]] = ()  # its own build_attention keywords (e.g. normalize)
+    choices: ClassVar[dict[str, tuple]] = {}  # an option's allowed values, where it has a fixed set
+    rejects: ClassVar[dict[str, str]] = {}  # shared arguments it refuses (window, dropout) -> why
     # What its weights are: "softmax" (rows sum to 1) for attention; the mixers that replace it say theirs
     # ("linear", "sigmoid", "conv"). Why rope and alibi are refused when `projects` is False:
     kind: ClassVar[str] = "softmax"

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attention_lab.attention.arguments import check_split_heads, reject_window_and_dropout
+from attention_lab.attention.arguments import check_split_heads
 from attention_lab.attention.base import AttentionModule
 from attention_lab.attention.functional import AttentionOutput
 from attention_lab.attention.registry import register
@@ -84,11 +84,11 @@ class GatedLongConvolution(AttentionModule):
     projects = False
     kind = "conv"
     positions_note = "a convolution has no queries and keys to rotate or bias (its filter already reads distances)"
+    rejects = {"window": "its filter is as long as the sequence", "dropout": "its fast path has no map to drop entries of"}
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  window: int | None = None, dropout: float = 0.0, **common) -> None:
-        reject_window_and_dropout("conv", window, dropout, window_why="its filter is as long as the sequence",
-                                  dropout_why="its fast path has no map to drop entries of")
+        # window and dropout arrive unset: build_attention refuses them (``rejects``).
         super().__init__(**common)
         check_split_heads("conv", d_out, self.num_heads, d_v)
         self.head_dim = d_out // self.num_heads

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attention_lab.attention.arguments import check_split_heads, reject_window_and_dropout
+from attention_lab.attention.arguments import check_split_heads
 from attention_lab.attention.functional import AttentionOutput
 from attention_lab.attention.masks import allowed_keys
 from attention_lab.attention.multihead import MultiHeadAttention
@@ -67,10 +67,10 @@ class LinearAttention(MultiHeadAttention):
     projects = False  # rope and alibi act on the T x T scores, which the fast path never forms
     kind = "linear"
     positions_note = "linear attention never forms the query-key scores that rope and alibi act on"
+    rejects = {"window": "its sums run over every earlier key", "dropout": "its fast path has no attention weights to drop"}
 
     def __init__(self, d_in: int, d_out: int, *, window: int | None = None, dropout: float = 0.0, **common) -> None:
-        reject_window_and_dropout("linear", window, dropout, window_why="its sums run over every earlier key",
-                                  dropout_why="its fast path has no attention weights to drop")
+        # window and dropout arrive unset: build_attention refuses them (``rejects``).
         check_split_heads("linear", d_out, common.get("num_heads", 1), common.get("d_v"))
         super().__init__(d_in, d_out, **common)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from attention_lab.attention.arguments import check_split_heads
 from attention_lab.attention.base import AttentionModule
-from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.registry import register
 
 
@@ -26,14 +26,7 @@ class MultiHeadAttention(AttentionModule):
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False, **common) -> None:
         super().__init__(**common)
-        if d_out % self.num_heads:
-            raise AttentionArgumentError(
-                "num_heads", self.num_heads, f"a divisor of d_out ({d_out})",
-                f"d_out ({d_out}) must be divisible by num_heads ({self.num_heads}) for 'multihead'")
-        if d_v not in (None, d_out):
-            raise AttentionArgumentError(
-                "d_v", d_v, f"None or d_out ({d_out}) for 'multihead'",
-                f"d_v must equal d_out for 'multihead' (heads split one width), got d_v={d_v}")
+        check_split_heads("multihead", d_out, self.num_heads, d_v)
         self.head_dim = d_out // self.num_heads
         kv_width = self.kv_heads * self.head_dim  # = d_out without grouping
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from attention_lab.attention.arguments import check_heads_divide
 from attention_lab.attention.base import AttentionModule
-from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.registry import register
 from attention_lab.attention.self_attention import SelfAttention
 
@@ -26,11 +26,8 @@ class MultiHeadAttentionWrapper(AttentionModule):
 
     @classmethod
     def d_out_for(cls, d_model: int, num_heads: int) -> int:
-        if d_model % num_heads:
-            raise AttentionArgumentError(
-                "num_heads", num_heads, f"a divisor of d_model ({d_model})",
-                f"num_heads ({num_heads}) must divide d_model ({d_model}) for 'multihead_concat': "
-                "the heads' outputs are concatenated")
+        check_heads_divide("multihead_concat", num_heads, d_model, width_name="d_model",
+                           why="the heads' outputs are concatenated")
         return d_model // num_heads  # num_heads heads of this width side by side
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False, **common) -> None:

@@ -12,6 +12,7 @@ from attention_lab.attention.arguments import (
     check_options,
     check_position,
     check_positive_int,
+    check_rejected,
     check_rope_head_dim,
     check_window,
 )
@@ -79,6 +80,7 @@ def build_attention(
                 multi_head_variants=sorted(n for n, c in ATTENTION_REGISTRY.items() if c.multi_head),
                 grouped_variants=sorted(n for n, c in ATTENTION_REGISTRY.items() if c.grouped_kv))
     check_position(name, cls, position)
+    check_rejected(name, cls, window=window, dropout=dropout)
     check_options(name, cls, options)
     module = cls(
         d_in, d_out, num_heads=num_heads, kv_heads=kv_heads, d_v=d_v, qkv_bias=qkv_bias,

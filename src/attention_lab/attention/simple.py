@@ -11,8 +11,6 @@ from attention_lab.attention.functional import AttentionOutput, attend
 from attention_lab.attention.masks import allowed_keys
 from attention_lab.attention.registry import register
 
-NORMALIZATIONS = ("softmax", "sum")
-
 
 @register("simple")
 class SimpleAttention(AttentionModule):
@@ -26,7 +24,9 @@ class SimpleAttention(AttentionModule):
     multi_head = False
     grouped_kv = False
     projects = False  # the inputs are their own queries and keys: no rope, no alibi
+    learned_heads = False  # no weights of its own: no learned head to switch off
     options = ("normalize",)
+    choices = {"normalize": ("softmax", "sum")}
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  normalize: str = "softmax", **common) -> None:
@@ -42,8 +42,6 @@ class SimpleAttention(AttentionModule):
         if qkv_bias:
             raise AttentionArgumentError("qkv_bias", qkv_bias, "False for 'simple'",
                                          "qkv_bias must be False for 'simple': it has no query/key/value weights")
-        if normalize not in NORMALIZATIONS:
-            raise AttentionArgumentError("normalize", normalize, f"one of {', '.join(NORMALIZATIONS)}")
         self.normalize = normalize
         self.head_dim = d_in
         self.output_dim = d_in

@@ -69,20 +69,24 @@ class HeatmapFigure:
 
 
 class AttentionMapLogger(L.Callback):
-    """Every ``every_n_steps`` training steps and at the end of training, logs one heatmap per
-    layer and head for the probe sentence (tags ``attention/layer{l}/head{h}``) and a few
-    validation predictions beside their targets (text ``predictions``).
+    """Every ``every_n_steps`` training steps and at the end of training, logs a few validation predictions
+    beside their targets (text ``predictions``); at the end of training, and every ``image_every_n_steps`` if
+    given, one heatmap per layer and head for the probe sentence (tags ``attention/layer{l}/head{h}``).
 
-    The weights and predictions are computed on the training thread; drawing and encoding the images (most
-    of the cost) happen on one worker thread while training goes on. Training waits for it at its end."""
+    The images are of the final model by default: the attention tab shows every logged step from tensor
+    summaries (callbacks/attention_summaries.py) at a fraction of the cost, while drawing, PNG-encoding and
+    checksumming eight images holds the interpreter lock for ~120 ms a step on this machine's CPU.
+    The weights and predictions are computed on the training thread; drawing and encoding the images happen on
+    one worker thread while training goes on. Training waits for it at its end."""
 
     def __init__(self, probe: str = "Life is short, eat dessert first", every_n_steps: int = 100,
-                 num_predictions: int = 4, run_name: str = "") -> None:
+                 num_predictions: int = 4, run_name: str = "", image_every_n_steps: int | None = None) -> None:
         self.probe_words = tokenize(probe)
         self.run_name = run_name  # in every title: which config a map belongs to
         self.every_n_steps = every_n_steps
+        self.image_every_n_steps = image_every_n_steps
         self.num_predictions = num_predictions
-        self.last_logged_step = -1
+        self.last_logged_step, self.last_images = -1, False
         self.figures: dict[tuple[tuple[str, ...], tuple[str, ...]], HeatmapFigure] = {}  # used by the worker only
         self.worker: ThreadPoolExecutor | None = None
         self.pending: list[Future] = []
@@ -105,11 +109,13 @@ class AttentionMapLogger(L.Callback):
         return None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step % self.every_n_steps == 0:
-            self.log_maps(trainer, pl_module)
+        step = trainer.global_step
+        images = self.image_every_n_steps is not None and step % self.image_every_n_steps == 0
+        if images or step % self.every_n_steps == 0:
+            self.log_maps(trainer, pl_module, images=images)
 
     def on_train_end(self, trainer, pl_module) -> None:
-        self.log_maps(trainer, pl_module)
+        self.log_maps(trainer, pl_module, images=True)
         self.wait()
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
@@ -132,24 +138,37 @@ class AttentionMapLogger(L.Callback):
                 log.warning("an attention map could not be written: %s", error)
 
     @rank_zero_only
-    def log_maps(self, trainer: L.Trainer, pl_module: AttentionLitModule) -> None:
+    def log_maps(self, trainer: L.Trainer, pl_module: AttentionLitModule, images: bool = True) -> None:
+        """The predictions of this step, and its heatmaps if ``images``; a step is logged once, and the images
+        of a step whose predictions were logged without them are drawn when they are asked for."""
         writer = self.tensorboard(trainer)
         step = trainer.global_step
-        if writer is None or step == self.last_logged_step:
+        if writer is None or (step, images) <= (self.last_logged_step, self.last_images):
             return
-        self.last_logged_step = step
-        words = [w if w in pl_module.vocab else UNK for w in self.probe_words]
-        _, weights = pl_module.predict_words([words])
-        query_words = [f"out{i}" for i in range(len(words))] if pl_module.model.encoder_decoder else words
-        maps = [(f"attention/layer{layer}/head{head}", run_title(self.run_name, f"layer {layer}, head {head} · step {step}"),
-                 head_weights)
-                for layer, layer_weights in enumerate(weights)
-                for head, head_weights in enumerate(layer_weights[0].float().cpu().numpy())]
-        predictions = self.predictions_table(trainer, pl_module)
+        predictions_done = step == self.last_logged_step
+        self.last_logged_step, self.last_images = step, images
+        maps = self.heatmaps(pl_module, step) if images else []
+        query_words, words = self.query_words(pl_module), self.known_words(pl_module)
+        predictions = None if predictions_done else self.predictions_table(trainer, pl_module)
         if self.worker is None:
             self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-maps")
         self.pending = [f for f in self.pending if not f.done() or f.exception() is not None]
         self.pending.append(self.worker.submit(self.write, writer, maps, query_words, words, predictions, step))
+
+    def known_words(self, pl_module: AttentionLitModule) -> list[str]:
+        return [w if w in pl_module.vocab else UNK for w in self.probe_words]
+
+    def query_words(self, pl_module: AttentionLitModule) -> list[str]:
+        words = self.known_words(pl_module)
+        return [f"out{i}" for i in range(len(words))] if pl_module.model.encoder_decoder else words
+
+    def heatmaps(self, pl_module: AttentionLitModule, step: int) -> list[tuple[str, str, np.ndarray]]:
+        """(tag, title, weights) of every layer and head for the probe."""
+        _, weights = pl_module.predict_words([self.known_words(pl_module)])
+        return [(f"attention/layer{layer}/head{head}",
+                 run_title(self.run_name, f"layer {layer}, head {head} · step {step}"), head_weights)
+                for layer, layer_weights in enumerate(weights)
+                for head, head_weights in enumerate(layer_weights[0].float().cpu().numpy())]
 
     def write(self, writer, maps: list[tuple[str, str, np.ndarray]], query_words: Sequence[str],
               key_words: Sequence[str], predictions: str | None, step: int) -> None:

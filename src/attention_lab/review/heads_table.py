@@ -6,7 +6,7 @@ each run the heads are ranked by a detector score first: ``--heads previous_toke
 previous-token score and every later layer by the induction score; row "layer 1, #1 by induction" is the top
 induction head of layer 1, whichever it is in each seed. The whole layer (``all``) has a row of its own. The
 last column says in how many seeds the top-ranked head is also the head whose zero ablation costs the most token
-accuracy."""
+accuracy. The score columns are the kinds given to ``--heads``, in that order."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from attention_lab.head_metrics import HeadMetric, ablation_family, score_family
 from attention_lab.review.cli import ReviewError
 from attention_lab.review.sweep import Job, Sweep, mean_std, seed_groups
 
-SCORES = ("previous_token", "induction", "duplicate_token")
 DROPS = (("zero", "token_acc"), ("mean", "token_acc"), ("zero", "loss"), ("mean", "loss"))
 
 
@@ -40,8 +39,13 @@ def per_head(job: Job) -> dict[tuple[int, int | None], dict[str, float]]:
     return cells
 
 
-def columns() -> list[str]:
-    return [score_family(kind) for kind in SCORES] + [ablation_family(how, metric) for how, metric in DROPS]
+def score_kinds(ranking: list[str]) -> list[str]:
+    """The score columns: the kinds the heads are ranked by, each once, in the order given."""
+    return list(dict.fromkeys(ranking))
+
+
+def columns(ranking: list[str]) -> list[str]:
+    return [score_family(kind) for kind in score_kinds(ranking)] + [ablation_family(how, metric) for how, metric in DROPS]
 
 
 def ranked_rows(sweep: Sweep, ranking: list[str]) -> list[HeadRow]:
@@ -61,7 +65,7 @@ def ranked_rows(sweep: Sweep, ranking: list[str]) -> list[HeadRow]:
                 heads = sorted((h for lay, h in cells if lay == layer and h is not None),
                                key=lambda h: -cells[layer, h].get(score_family(kind), float("-inf")))
                 for rank, head in enumerate(heads, start=1):
-                    for column in columns():
+                    for column in columns(ranking):
                         if column in cells[layer, head]:
                             by_rank.setdefault(rank, {}).setdefault(column, []).append(cells[layer, head][column])
                 needed = max(heads, key=lambda h: cells[layer, h].get(ablation_family("zero", "token_acc"), 0.0))
@@ -87,13 +91,13 @@ def cell(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
 
 def heads_markdown(sweep: Sweep, ranking: list[str]) -> str:
     """The table in Markdown; accuracy drops in points (percent of the tokens), losses in nats."""
-    header = ["configuration", "layer", "head", *[f"{kind} score" for kind in SCORES],
+    header = ["configuration", "layer", "head", *[f"{kind} score" for kind in score_kinds(ranking)],
               *[f"{how}: {'token acc drop (points)' if metric == 'token_acc' else 'loss increase'}"
                 for how, metric in DROPS], "top head = most needed"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in ranked_rows(sweep, ranking):
         head = "all" if row.rank is None else f"#{row.rank} by {row.ranked_by}"
-        values = [cell(row.values.get(score_family(kind), [])) for kind in SCORES]
+        values = [cell(row.values.get(score_family(kind), [])) for kind in score_kinds(ranking)]
         values += [cell(row.values.get(ablation_family(how, metric), []), *((100.0, 2) if metric == "token_acc" else (1.0, 3)))
                    for how, metric in DROPS]
         agree = f"{row.top_is_most_needed[0]}/{row.top_is_most_needed[1]} seeds" if row.top_is_most_needed else ""

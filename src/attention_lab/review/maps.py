@@ -16,12 +16,20 @@ from typing import Any
 
 from attention_lab.review.attention_maps import AttentionMaps
 from attention_lab.review.cli import ReviewError
-from attention_lab.run.files import MULTIRUN_RECORD
+from attention_lab.run.files import (
+    BEST_CHECKPOINT,
+    CHECKPOINT_SUFFIX,
+    CHECKPOINTS,
+    LAST_CHECKPOINT,
+    MULTIRUN_RECORD,
+    SAVED_CONFIG,
+    SAVED_OVERRIDES,
+)
 
 log = logging.getLogger(__name__)
 
 # last.ckpt is the model that metrics.json describes (the end of training); best.ckpt the best validation.
-CHECKPOINT_NAMES = ("last.ckpt", "best.ckpt")
+CHECKPOINT_NAMES = (LAST_CHECKPOINT, BEST_CHECKPOINT)
 
 
 @dataclass
@@ -40,28 +48,28 @@ def find_run(path: str | Path) -> RunFiles:
     ``.ckpt`` file, e.g. ``<run>/checkpoints/best.ckpt``. Raises ReviewError with one line otherwise."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise ReviewError(f"run={path} does not exist: pass a run directory such as outputs/runs/<date>/<time>")
+        raise ReviewError(f"the run dir {path} does not exist: pass a run directory such as outputs/runs/<date>/<time>")
     if path.is_file():
-        if path.suffix != ".ckpt":
-            raise ReviewError(f"run={path} is a file but not a checkpoint (.ckpt): pass the run directory")
-        run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+        if path.suffix != CHECKPOINT_SUFFIX:
+            raise ReviewError(f"{path} is a file but not a checkpoint (.ckpt): pass the run directory or one of its checkpoints")
+        run_dir = path.parent.parent if path.parent.name == CHECKPOINTS else path.parent
         return RunFiles(run_dir, path, load_run_config(run_dir))
-    checkpoint_dir = path / "checkpoints"
+    checkpoint_dir = path / CHECKPOINTS
     found = [checkpoint_dir / name for name in CHECKPOINT_NAMES if (checkpoint_dir / name).is_file()]
     if not found:  # a checkpoint saved under another name (e.g. with ModelCheckpoint's filename changed)
-        found = sorted(checkpoint_dir.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
+        found = sorted(checkpoint_dir.glob(f"*{CHECKPOINT_SUFFIX}"), key=lambda p: p.stat().st_mtime, reverse=True)
     if not found:
         if (path / MULTIRUN_RECORD).is_file():
-            jobs = sorted(p.parent.name for p in path.glob("*/.hydra"))
+            jobs = sorted(p.parent.parent.name for p in path.glob(f"*/{SAVED_OVERRIDES}"))
             example = f" such as {path / jobs[0]}" if jobs else ""
-            raise ReviewError(f"run={path} is a sweep directory: pass one of its job directories{example}")
-        raise ReviewError(f"run={path} has no checkpoint (looked for checkpoints/last.ckpt and best.ckpt): "
+            raise ReviewError(f"the run dir {path} is a sweep directory: pass one of its job directories{example}")
+        raise ReviewError(f"the run dir {path} has no checkpoint (looked for {CHECKPOINTS}/{LAST_CHECKPOINT} and {BEST_CHECKPOINT}): "
                           "pass a run directory whose training has saved one")
     return RunFiles(path, found[0], load_run_config(path))
 
 
 def load_run_config(run_dir: Path):
-    config_file = run_dir / ".hydra" / "config.yaml"
+    config_file = run_dir / SAVED_CONFIG
     if not config_file.is_file():
         return None
     from omegaconf import OmegaConf

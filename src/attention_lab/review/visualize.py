@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from omegaconf.errors import OmegaConfBaseException
+
+from attention_lab.data.probe import task_probe
+from attention_lab.errors import ConfigError
 from attention_lab.review.attention_maps import AttentionMaps
 from attention_lab.review.cli import ReviewError, output_dir
 from attention_lab.review.grid import grid_figure, save_grid_png
@@ -19,6 +24,21 @@ from attention_lab.run.files import tensorboard_dir
 log = logging.getLogger(__name__)
 
 DEFAULT_TEXT = "Your journey starts with one step"
+
+
+def run_probe(config: Mapping[str, Any]) -> str:
+    """The probe a run showed: its ``probe``, else (``probe=null``) its task's probe; DEFAULT_TEXT for a record
+    without a task, or whose task's corpus can no longer be read."""
+    probe, task = config.get("probe"), config.get("task")
+    if isinstance(probe, str):
+        return probe
+    if probe is not None or not isinstance(task, Mapping):  # a record this lab did not write
+        return DEFAULT_TEXT
+    try:
+        return task_probe(None, task)
+    except (ConfigError, OmegaConfBaseException) as error:
+        log.warning("warning: the run's task probe cannot be rebuilt (%s); showing %r instead", error, DEFAULT_TEXT)
+        return DEFAULT_TEXT
 
 
 def slugify(text: str, max_len: int = 40) -> str:
@@ -60,7 +80,7 @@ def visualize(run: str | Path, text: str | None = None, *, out: str | Path | Non
     files = find_run(run)
     out_dir = output_dir(out, default=files.run_dir / "visualize")
     if text is None:
-        text = (files.config or {}).get("probe") or DEFAULT_TEXT
+        text = run_probe(files.config or {})
         log.info("no text= given: using the run's probe sentence %r", text)
     module, step = load_module(files)
     maps = compute_maps(module, text, description=describe_run(files, module))

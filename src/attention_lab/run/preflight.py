@@ -20,21 +20,24 @@ from hydra import compose
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.checks import caveats, check_known_keys, validate
+from attention_lab.checks import attention_error, caveats, check_known_keys, check_typed_knobs, validate
 from attention_lab.errors import ConfigError
 from attention_lab.run import resume as resuming
 from attention_lab.run import sweep_resume
 from attention_lab.run.compose_api import hydra_compose_api
 from attention_lab.run.device import resolve_accelerator
-from attention_lab.run.overrides import is_override
+from attention_lab.run.overrides import is_override, override_key
 from attention_lab.run.sweep_jobs import sweep_job_configs
 
 
 def check_machine_and_data(cfg: DictConfig) -> None:
-    """The checks that read files or ask torch: corpus, task data, device."""
-    from attention_lab.config import TaskConfig, typed
+    """The checks that read files or ask torch: corpus, task data, device, and one block's attention built as the
+    model builds it (the variant's class checks what the torch-free rules cannot: its own options' values)."""
+    from attention_lab.attention import AttentionArgumentError
+    from attention_lab.config import ModelConfig, TaskConfig, typed
     from attention_lab.data.corpus import Vocabulary, read_sentences
     from attention_lab.data.tasks import build_task
+    from attention_lab.model import block_attention
 
     task = typed(TaskConfig, cfg.task)
     sentences = read_sentences(task.corpus)
@@ -42,6 +45,11 @@ def check_machine_and_data(cfg: DictConfig) -> None:
     builder.check(vocab, sentences, task)
     builder.check_ood(vocab, sentences, task)
     resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
+    model = typed(ModelConfig, OmegaConf.to_container(cfg.model, resolve=True))
+    try:
+        block_attention(model, model.name, model.num_heads)
+    except AttentionArgumentError as err:
+        raise attention_error(err, cfg) from err
 
 
 def check_run(cfg: DictConfig) -> None:
@@ -70,6 +78,8 @@ def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str =
                 raise ConfigError(f"hydra.run.dir={run_dir} is invalid with {plan.setting}: a run continues in its "
                                   "own dir; leave hydra.run.dir out")
             cfg = resuming.compose_resumed(plan, config_name, config_dir)
+        else:
+            check_typed_knobs(cfg, {override_key(o) for o in overrides})
         check_run(cfg)
 
 

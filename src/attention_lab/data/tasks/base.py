@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 
 from attention_lab.config import TaskConfig
-from attention_lab.data.corpus import Vocabulary
+from attention_lab.data.corpus import Vocabulary, tokenize
 from attention_lab.errors import ConfigError
 
 Pairs = list[tuple[list[int], list[int]]]
@@ -36,6 +36,11 @@ class Task:
               rng: random.Random) -> tuple[Pairs, Pairs]:
         raise NotImplementedError
 
+    def probe(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> list[str]:
+        """The words whose attention the run shows (``probe=null``): an input that shows the task's mechanism,
+        made of the vocabulary's words. By default a sentence: the corpus's first, cut to task.max_len words."""
+        return first_sentence(sentences)[:config.max_len]
+
     # Length generalisation. By default "longer" means what task.min_len..task.max_len bound: the same task
     # built for task.ood_min_len..task.ood_max_len, task.val_size examples. ood_min_len > max_len keeps the
     # set disjoint from training. A task whose inputs have another notion of length overrides these two.
@@ -53,6 +58,16 @@ class Task:
             return []
         with ood_names():
             return self.pairs(vocab, sentences, ood_config(config), rng)[1]
+
+
+def first_sentence(sentences: Sequence[str]) -> list[str]:
+    """The words of the corpus's first sentence that has any (a corpus holds one, see read_sentences)."""
+    return next(words for sentence in sentences if (words := tokenize(sentence)))
+
+
+def corpus_words(sentences: Sequence[str]) -> list[str]:
+    """The corpus's distinct words in the order they first occur: a probe built from them reads like the corpus."""
+    return list(dict.fromkeys(word for sentence in sentences for word in tokenize(sentence)))
 
 
 def check_ood_range(config: TaskConfig) -> bool:

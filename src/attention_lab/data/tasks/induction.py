@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
-from attention_lab.data.tasks.base import Pairs, Task, register_task
+from attention_lab.data.tasks.base import Pairs, Task, corpus_words, first_sentence, register_task
 from attention_lab.errors import ConfigError
 
 
@@ -50,6 +50,14 @@ class InductionTask(Task):
         # repeat has no next word, and nothing in the first copy says what comes next.
         k = len(sequence)
         return sequence + sequence, [PAD_ID] * k + sequence[1:] + [PAD_ID]
+
+    def probe(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> list[str]:
+        """A sequence and its repeat: the first sentence's distinct words (more of the corpus's when it has too few
+        for the shortest sequence, fewer when too many for the longest), twice."""
+        lengths = self.sequence_lengths(config)
+        first = len(dict.fromkeys(first_sentence(sentences)))
+        sequence = corpus_words(sentences)[:min(max(first, lengths[0]), lengths[-1])]
+        return sequence + sequence
 
     def pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
               rng: random.Random) -> tuple[Pairs, Pairs]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
-from attention_lab.data.tasks.base import Pairs, Task, check_ood_range, register_task
+from attention_lab.data.tasks.base import Pairs, Task, check_ood_range, corpus_words, register_task
 from attention_lab.errors import ConfigError
 
 
@@ -59,6 +59,17 @@ class RecallTask(Task):
         inputs = [word for pair in zip(keys, values, strict=True) for word in pair] + [keys[i] for i in asked]
         targets = [PAD_ID] * (2 * config.pairs) + [values[i] for i in asked]
         return inputs, targets
+
+    def probe(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> list[str]:
+        """task.pairs key-value pairs from the corpus's words in order (keys distinct), then task.queries of the keys,
+        the last pair's first: each query must find its key earlier in the input and read the word after it."""
+        words = corpus_words(sentences)
+        if len(words) >= 2 * config.pairs:
+            keys, values = words[0:2 * config.pairs:2], words[1:2 * config.pairs:2]
+        else:  # a small corpus: every word a key, the values the same words backwards
+            keys = words[:config.pairs]
+            values = keys[::-1]
+        return [word for pair in zip(keys, values, strict=True) for word in pair] + keys[::-1][:config.queries]
 
     def pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
               rng: random.Random) -> tuple[Pairs, Pairs]:

@@ -1,0 +1,22 @@
+"""The probe: the words whose attention a run shows (TensorBoard's maps and attention tab, ``visualize.py``'s
+default text). ``probe=<sentence>`` chooses them; ``probe=null`` (the default) takes the task's own, an input
+that shows the task's mechanism (:meth:`attention_lab.data.tasks.base.Task.probe`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from attention_lab.config import TaskConfig, typed
+from attention_lab.data.corpus import Vocabulary, read_sentences
+from attention_lab.data.tasks import build_task
+
+
+def task_probe(probe: str | None, task: TaskConfig | Mapping[str, Any]) -> str:
+    """``probe`` when given, else the task's probe as a sentence (its words joined by spaces)."""
+    if probe is not None:
+        return probe
+    config = task if isinstance(task, TaskConfig) else typed(TaskConfig, task)
+    sentences = read_sentences(config.corpus)
+    vocab = Vocabulary.for_task(sentences, config.words)
+    return " ".join(build_task(config.name).probe(vocab, sentences, config))

@@ -1,0 +1,103 @@
+"""The probe per task: with probe=null (the default) each task shows an input of its own that shows its mechanism,
+made of the vocabulary's words (a repeated sequence for induction, key-value pairs and queries for recall, a
+sentence for the rest); probe=<sentence> overrides it everywhere the probe is used (TensorBoard's maps and
+attention tab, visualize.py's default text)."""
+
+from __future__ import annotations
+
+import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from attention_lab.config import TaskConfig, typed
+from attention_lab.data.corpus import Vocabulary, read_sentences, tokenize
+from attention_lab.review.visualize import DEFAULT_TEXT, run_probe, visualize
+from conftest import compose_config, run_train
+
+SENTENCES = [tokenize(sentence) for sentence in read_sentences()]
+# What each task needs to compose and run (task=next_word and task=induction are learned with mask=causal).
+TASKS = {"reverse": [], "copy": [], "sort": [], "next_word": ["mask=causal"], "recall": [],
+         "induction": ["mask=causal"]}
+
+
+def probes_of(overrides: list[str]) -> tuple[list[str], list[str], TaskConfig]:
+    """The words the configured map logger and the attention tab's logger show, and the task's config."""
+    cfg = compose_config(overrides)
+    maps, summaries = instantiate(cfg.callbacks.attention_maps), instantiate(cfg.callbacks.attention_summaries)
+    return maps.probe_words, summaries.probe_words, typed(TaskConfig, cfg.task)
+
+
+def shows_its_mechanism(task: TaskConfig, words: list[str]) -> None:
+    if task.name == "induction":  # a sequence of distinct words, then the same again: every word repeats
+        half = len(words) // 2
+        assert len(words) % 2 == 0 and words[:half] == words[half:] and len(set(words[:half])) == half
+        assert task.min_len <= len(words) <= task.max_len
+    elif task.name == "recall":  # distinct keys, each with a value, then queries that are earlier keys
+        assert len(words) == 2 * task.pairs + task.queries
+        keys, queries = words[0:2 * task.pairs:2], words[2 * task.pairs:]
+        assert len(set(keys)) == task.pairs and len(set(queries)) == task.queries and set(queries) <= set(keys)
+        assert queries != keys[:task.queries]  # asked in another order than given: a lookup, not a position
+    else:  # a sentence: the start of one of the corpus's sentences, as long as training inputs may be
+        assert any(sentence[:len(words)] == words for sentence in SENTENCES)
+        assert min(task.min_len, len(SENTENCES[0])) <= len(words) <= task.max_len
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_each_task_shows_its_own_probe_made_of_its_words(task):
+    maps, summaries, config = probes_of([f"task={task}", *TASKS[task]])
+    assert maps == summaries  # the images and the attention tab show the same words
+    vocab = Vocabulary.for_task(read_sentences(config.corpus), config.words)
+    assert set(maps) <= set(vocab.words)
+    shows_its_mechanism(config, maps)
+
+
+def test_the_probes_differ_where_the_mechanisms_do():
+    reverse, induction, recall = (probes_of([f"task={t}", *TASKS[t]])[0] for t in ("reverse", "induction", "recall"))
+    assert reverse == ["Life", "is", "short", "eat", "dessert", "first"]  # the sentence the README's images show
+    assert len({tuple(reverse), tuple(induction), tuple(recall)}) == 3
+
+
+def test_the_probe_follows_the_tasks_settings():
+    """A recall probe has task.pairs pairs and task.queries queries, also with a larger vocabulary."""
+    maps, _, config = probes_of(["task=recall", "task.pairs=6", "task.queries=5", "task.words=256"])
+    assert (config.pairs, config.queries) == (6, 5)
+    shows_its_mechanism(config, maps)
+    maps, _, config = probes_of(["task=induction", "mask=causal", "task.min_len=4", "task.max_len=8"])
+    assert len(maps) == 8
+    shows_its_mechanism(config, maps)
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_probe_overrides_the_tasks_probe(task):
+    maps, summaries, _ = probes_of([f"task={task}", *TASKS[task], "probe='Your journey starts, with one step'"])
+    assert maps == summaries == ["Your", "journey", "starts", "with", "one", "step"]
+
+
+def test_visualize_defaults_to_the_runs_probe():
+    recall = compose_config(["task=recall"])
+    record = OmegaConf.create(OmegaConf.to_container(recall))  # as a run dir records it: plain data
+    assert run_probe(record) == "Life is short eat dessert first Your journey Your dessert"
+    record.probe = "Attention Is All You Need"
+    assert run_probe(record) == "Attention Is All You Need"
+    assert run_probe(OmegaConf.create({"seed": 0})) == DEFAULT_TEXT  # a record without a task
+    record.probe, record.task.corpus = None, "/nonexistent/corpus.txt"
+    assert run_probe(record) == DEFAULT_TEXT  # the corpus is gone: the default text, with a warning
+
+
+def test_a_trained_run_logs_its_tasks_probe(tmp_path):
+    """An induction run's attention tab holds the repeated sequence, and visualize.py shows it without text=."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from attention_lab.tensorboard_plugin.summary import PROBE_TAG, WordLayout
+
+    run = tmp_path / "run"
+    run_train(run, "task=induction", "mask=causal", "max_steps=3", "task.train_size=128", "task.val_size=32",
+              "layers=1", "ablation=[]", "~callbacks.head_score_maps", "trainer.val_check_interval=3")
+    words = None
+    for events in sorted(run.glob("tensorboard/**/events.out.tfevents.*")):
+        accumulator = EventAccumulator(str(events), size_guidance={"tensors": 0})
+        accumulator.Reload()
+        if PROBE_TAG in accumulator.Tags()["tensors"]:
+            words = WordLayout.from_content(accumulator.SummaryMetadata(PROBE_TAG).plugin_data.content).key_words
+    assert words == "Life is short eat dessert first Life is short eat dessert first".split()
+    assert visualize(run, out=tmp_path / "maps")["maps"].words == words
