@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -48,13 +48,14 @@ class TensorBoard:
 
 
 @contextlib.contextmanager
-def serve(logdir: Path, log_path: Path, ready: Callable[[TensorBoard], bool], *flags: str) -> Iterator[TensorBoard]:
+def serve(logdir: Path, log_path: Path, ready: Callable[[TensorBoard], bool], *flags: str,
+          launcher: Sequence[str] = (sys.executable, "-m", "tensorboard.main")) -> Iterator[TensorBoard]:
     """The server over ``logdir``, once ``ready(server)`` holds (the first scan of the logdir may lag the HTTP
-    server); its output goes to ``log_path``."""
+    server); its output goes to ``log_path``. ``launcher``: the command that starts it (e.g. scripts/start_tensorboard.py)."""
     log = log_path.open("w+")
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
+        [*launcher, "--logdir", str(logdir), "--host", "127.0.0.1",
          "--port", str(port), "--reload_interval", "1", *flags],
         stdout=log, stderr=subprocess.STDOUT, env=script_env(),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,10 +13,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention_lab.review.cli import ReviewError, visualize_command
+from attention_lab.review.cli import ReviewError
 from attention_lab.review.grid import DPI, grid_figsize, grid_figure
 from attention_lab.review.maps import compute_maps, find_run, load_module, prepare_words
 from attention_lab.review.visualize import unique_stem, visualize
+from attention_lab.run.next_commands import visualize_command
 from conftest import ROOT, run_script, script_env, unwritable_out
 
 VISUALIZE = ROOT / "scripts" / "visualize.py"
@@ -36,6 +38,8 @@ def test_the_run_is_an_argument_and_the_text_an_option(tmp_path):
     in one line, and the command other messages print is one that parses."""
     command = visualize_command(tmp_path / "a run", "Hello there, world")
     assert command == f"python scripts/visualize.py '{tmp_path / 'a run'}' --text 'Hello there, world'"
+    shown = shlex.split(visualize_command(tmp_path))  # what the end-of-run note prints parses as the script's grammar
+    assert shown[2:] == [str(tmp_path), "--text", "Your journey starts with one step"]
     for args, fragment in ((["run=a/b", "text=hello"], "give the run dir as it is and the sentence as --text"),
                            (["a/b", "--txt", "hello"], "unrecognized arguments"),
                            (["a/b", "c/d"], "unrecognized arguments")):

@@ -20,6 +20,7 @@ from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
 from attention_lab.callbacks.latest_checkpoint import LatestCheckpoint
 from attention_lab.callbacks.rng_state import RngState
+from attention_lab.callbacks.run_end_note import RunEndNote
 from attention_lab.callbacks.run_record import RunRecord
 from attention_lab.callbacks.steps_to_solve import StepsToSolve
 from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
@@ -66,6 +67,15 @@ def shown_hparams(cfg: DictConfig) -> dict[str, Any]:
     return shown
 
 
+def hparams_metrics(metrics: dict[str, Any], optimized_metric: str) -> dict[str, float]:
+    """TensorBoard's HParams metrics (``hp/<metric>``, "/" as "_"): the final validation metrics, the run's
+    ``optimized_metric`` (e.g. a preset's ``head_score/...``) and ``steps_to_solve``; one never measured (a run that
+    never solved) is left out, not given a placeholder."""
+    shown = [key for key in metrics if key.startswith(("val/", "ood/"))] + [optimized_metric, "steps_to_solve"]
+    return {f"hp/{key.replace('/', '_')}": metrics[key] for key in dict.fromkeys(shown)
+            if isinstance(metrics.get(key), (int, float))}
+
+
 def metrics_table(metrics: dict[str, Any]) -> str:
     """The final metrics as a small aligned table (entropies and hparams stay in metrics.json)."""
     shown = {k: v for k, v in metrics.items() if k.startswith(("val/", "ood/")) or k in ("steps_to_solve", "global_step", "params")}
@@ -108,9 +118,9 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     if stop.signum is not None:  # a signal while the data was built: stop before the model and the trainer
         raise TrainingInterrupted(stop.signum, 0, None)
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
-    graceful, solved = GracefulStop(stop), StepsToSolve()
+    graceful, solved, end_note = GracefulStop(stop), StepsToSolve(), RunEndNote(stop, output_dir)
     callbacks = [*instantiate_all(cfg.get("callbacks")), graceful, StopOnNonFiniteLoss(), RngState(), solved,
-                 LatestCheckpoint()]
+                 LatestCheckpoint(), end_note]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
@@ -154,10 +164,7 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
                     cfg.optimized_metric)
     if trainer.is_global_zero:
         write_json(output_dir / METRICS, metrics)
-        hp_metrics = {f"hp/{key.replace('/', '_')}": value for key, value in final.items()
-                      if key.startswith(("val/", "ood/"))}
-        if solved.step is not None:  # never solved: no placeholder value
-            hp_metrics["hp/steps_to_solve"] = solved.step
+        hp_metrics = hparams_metrics(metrics, str(cfg.optimized_metric))
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):  # HParams: the knobs beside their final metrics
                 logger.log_hyperparams(shown_hparams(cfg), metrics=hp_metrics)
@@ -166,4 +173,5 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
                 logger.log_metrics(hp_metrics, step=trainer.global_step)
             logger.finalize("success")
         log.info("final metrics of %s:\n%s", output_dir, metrics_table(metrics))
+        log.info(end_note.note())
     return metrics

@@ -1,11 +1,10 @@
-"""The command line of the review scripts, without Hydra or torch: argparse with one-line errors, the command
-that runs visualize.py, and the output directory (``--out``) checked before any work is done."""
+"""The command line of the review scripts, without Hydra or torch: argparse with one-line errors, and the output
+directory (``--out``) checked before any work is done."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -24,12 +23,6 @@ class ReviewArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # one line, not argparse's usage block
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
-
-
-def visualize_command(run_dir: str | Path, text: str | None = None) -> str:
-    """The shell command that shows a run's attention maps (for any message that suggests one)."""
-    command = ["python", "scripts/visualize.py", str(run_dir)] + (["--text", text] if text else [])
-    return shlex.join(command)
 
 
 class _LowerLevelFormatter(logging.Formatter):

@@ -1,0 +1,56 @@
+#!/usr/bin/env python
+"""TensorBoard on the lab's runs, showing every step they logged.
+
+    python scripts/start_tensorboard.py                                  # every run and sweep job under outputs/
+    python scripts/start_tensorboard.py outputs/multirun/<date>/<time>   # one sweep: its HParams table alone
+    python scripts/start_tensorboard.py outputs/runs/<date>/<time> --port 6007   # other flags go to TensorBoard
+
+TensorBoard keeps 10 steps of each image and text tag by default and drops the rest without a word (maps drawn
+every 25 steps with callbacks.attention_maps.image_every_n_steps=25: 2 of 12 gone; the predictions likewise). This
+starts it with `--samples_per_plugin` raised to 10,000 steps a tag: every step of any run the lab trains. Not 0: TensorBoard's help calls 0
+"all", but TensorBoard 2.21 then serves none (with either loader). A `--samples_per_plugin` of your own replaces it.
+(Not named tensorboard.py: scripts/ is first on the path of every script here, and it would hide the package.)
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+# Every plugin the lab writes many steps of: the maps (images), predictions (text), the attention tab's tensors.
+STEPS_KEPT = 10_000
+KEEP_EVERY_STEP = "--samples_per_plugin=" + ",".join(f"{plugin}={STEPS_KEPT}" for plugin in ("images", "text", "attention_lab"))
+
+
+def tensorboard_argv(logdir: Path, flags: list[str]) -> list[str]:
+    own_samples = any(flag.split("=")[0] == "--samples_per_plugin" for flag in flags)
+    return [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
+            *([] if own_samples else [KEEP_EVERY_STEP]), *flags]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="start_tensorboard.py", description=__doc__, usage="%(prog)s [LOGDIR] "
+                                     "[--logdir=LOGDIR] [TensorBoard's flags]",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--logdir", metavar="LOGDIR", help="outputs/ (default), a run dir or a sweep dir; also "
+                        "the first argument")
+    # The first argument may be the logdir; everything else that is not --logdir is TensorBoard's (an argparse
+    # positional would take the value of a TensorBoard flag, e.g. the 6007 of `--port 6007`).
+    positional = argv.pop(0) if argv and not argv[0].startswith("-") else None
+    args, flags = parser.parse_known_args(argv)
+    if positional and args.logdir:
+        print("error: logdir given twice (as the first argument and as --logdir): give one", file=sys.stderr)
+        return 2
+    given = positional or args.logdir or "outputs"
+    logdir = Path(given)
+    if not logdir.is_dir():
+        print(f"error: logdir={given} is not a directory: give outputs/, a run dir or a sweep dir", file=sys.stderr)
+        return 2
+    command = tensorboard_argv(logdir, flags)
+    os.execv(command[0], command)  # TensorBoard takes this process over: Ctrl-C stops it as usual
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The last lines of a run on the console: why training stopped, and the commands that open this run next.
+
+A run stops at ``max_steps`` (or ``max_epochs``), early when ``callbacks.early_stopping`` sees its monitored metric
+past its threshold (the default: ``val/seq_acc`` solved), or on SIGINT/SIGTERM (see
+:class:`attention_lab.callbacks.graceful_stop.GracefulStop`). Nothing else is printed along the way."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from pathlib import Path
+
+import lightning as L
+from lightning.pytorch.callbacks import EarlyStopping
+from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
+
+from attention_lab.run.next_commands import tensorboard_command, visualize_command
+from attention_lab.run.signals import StopSignals
+
+log = logging.getLogger(__name__)
+
+
+def shown_path(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies below it (what a user typed), else absolute."""
+    absolute = path.resolve()
+    try:
+        return absolute.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return absolute
+
+
+def early_stop_reason(callback: EarlyStopping, trainer: L.Trainer) -> str | None:
+    """Why ``callback`` stopped training, or None when it did not."""
+    reason = callback.stopping_reason
+    if reason == EarlyStoppingReason.NOT_STOPPED:
+        return None
+    value = trainer.callback_metrics.get(callback.monitor)
+    shown = f"{float(value):.4f}" if value is not None else "?"
+    step = trainer.global_step
+    relation = ">" if callback.mode == "max" else "<"
+    if reason == EarlyStoppingReason.STOPPING_THRESHOLD:
+        return f"early stopping at step {step}: {callback.monitor} = {shown} {relation} {callback.stopping_threshold}"
+    if reason == EarlyStoppingReason.DIVERGENCE_THRESHOLD:
+        return (f"early stopping at step {step}: {callback.monitor} = {shown} past the divergence threshold "
+                f"{callback.divergence_threshold}")
+    if reason == EarlyStoppingReason.PATIENCE_EXHAUSTED:
+        return (f"early stopping at step {step}: {callback.monitor} did not improve in {callback.wait_count} "
+                f"validations (best {float(callback.best_score):.4f})")
+    return f"early stopping at step {step}: {callback.monitor} = {shown} is not finite"
+
+
+class RunEndNote(L.Callback):
+    """Says why the run stopped and what to run next; ``note()`` is the closing block (train.py prints it after
+    the final metrics), an interruption is said at once (the process ends with it)."""
+
+    def __init__(self, stop: StopSignals, run_dir: Path) -> None:
+        self.stop, self.run_dir = stop, run_dir
+        self.reason: str | None = None
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        for callback in trainer.callbacks:
+            if isinstance(callback, EarlyStopping) and (reason := early_stop_reason(callback, trainer)):
+                self.reason = reason
+                return
+        step = trainer.global_step
+        if trainer.max_steps > 0 and step >= trainer.max_steps:
+            self.reason = f"max_steps={trainer.max_steps} reached"
+        else:
+            self.reason = f"max_epochs={trainer.max_epochs} reached at step {step}"
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if self.stop.signum is not None:
+            signum = self.stop.signum
+        elif isinstance(exception, KeyboardInterrupt):
+            signum = signal.SIGINT
+        else:
+            return  # a failure: the run's error line says what happened
+        self.reason = f"interrupted by {signal.Signals(signum).name} at step {trainer.global_step}"
+        if trainer.is_global_zero:
+            log.warning(self.note())
+
+    def note(self) -> str:
+        run_dir = shown_path(self.run_dir)
+        return (f"stopped: {self.reason or 'unknown'}\n"
+                f"next: {tensorboard_command(run_dir)}\n"
+                f"      {visualize_command(run_dir)}")

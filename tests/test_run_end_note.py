@@ -1,0 +1,61 @@
+"""A run's last console lines say why it stopped (max_steps, early stopping at step N with the metric past its
+threshold, a signal) and the commands that open this run next (callbacks/run_end_note.py)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from attention_lab.run.next_commands import tensorboard_command, visualize_command
+from conftest import QUIET, ROOT, TRAIN, run_train, script_env, signal_when
+
+TINY = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=3", "~callbacks.attention_maps",
+        "~callbacks.head_score_maps", "ablation=[]"]
+
+
+def closing_lines(out: str) -> list[str]:
+    """The note: from its `stopped:` line to the end of the output."""
+    lines = out.splitlines()
+    starts = [n for n, line in enumerate(lines) if re.search(r"(^|\] - )stopped: ", line)]
+    assert len(starts) == 1, out[-3000:]
+    return lines[starts[0]:]
+
+
+def assert_next_commands(note: list[str], run_dir: Path) -> None:
+    commands = "\n".join(note[1:])
+    assert tensorboard_command(run_dir) in commands and visualize_command(run_dir) in commands, note
+
+
+def test_max_steps_reached(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    proc = run_train(run_dir, "max_steps=6", "~callbacks.early_stopping", *TINY)
+    note = closing_lines(proc.stdout + proc.stderr)
+    assert note[0].endswith("stopped: max_steps=6 reached"), note
+    assert_next_commands(note, run_dir)
+    assert len(note) == 3, note  # the note is the last thing printed
+
+
+def test_early_stopping_names_the_step_and_the_metric(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    # Any val/seq_acc is above -1: the first validation (step 3) stops the run.
+    proc = run_train(run_dir, "max_steps=60", "callbacks.early_stopping.stopping_threshold=-1", *TINY)
+    note = closing_lines(proc.stdout + proc.stderr)
+    assert re.search(r"stopped: early stopping at step 3: val/seq_acc = \d\.\d{4} > -1(\.0)?$", note[0]), note
+    assert_next_commands(note, run_dir)
+
+
+def test_an_interrupted_run_says_so(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(TRAIN), "max_steps=100000", "~callbacks.early_stopping", *TINY,
+                             *QUIET, f"hydra.run.dir={run_dir}"], cwd=ROOT, env=script_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint",
+                                 signal.SIGTERM)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    out = stdout + stderr
+    stopped = [line for line in out.splitlines() if "stopped: " in line]
+    assert len(stopped) == 1 and re.search(r"stopped: interrupted by SIGTERM at step \d+$", stopped[0]), out[-3000:]
+    assert_next_commands(closing_lines(stdout + stderr)[:3], run_dir)
