@@ -18,7 +18,8 @@ highest score of that kind over all its layers and heads; --metric ablation/<how
 ranks the runs by what switching that head off cost them (largest first).
 
 Prints a table (job, its overrides, final validation metrics, parameter count, steps, wall time,
-status, error) and writes beside the sweep's jobs:
+status, error), then one "folded: ..." line per combination of the sweep that was not run because a job trains
+the same run (`-m model=self,multihead heads=1,2`: self has one head), and writes beside the sweep's jobs:
   compare.csv   raw values, one row per job
   compare.md    the table in Markdown
   compare.png   bar chart of the optimized metric per configuration (best highlighted)
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     from attention_lab.review.cli import output_dir
-    from attention_lab.review.compare import rich_group_table, rich_table, show_groups, write_reports
+    from attention_lab.review.compare import folded_lines, rich_group_table, rich_table, show_groups, write_reports
     from attention_lab.review.sweep import collect_sweep, seed_groups
 
     try:
@@ -76,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"warning: {line}", file=sys.stderr)
         console = Console(width=None if sys.stdout.isatty() else 200)
         console.print(rich_table(sweep))
+        for line in folded_lines(sweep):
+            console.print(line, highlight=False, markup=False)
         groups = seed_groups(sweep)
         if show_groups(groups):
             console.print(rich_group_table(sweep, groups))

@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """Attention maps of any sentence from a trained run.
 
-    python scripts/visualize.py run=outputs/runs/<date>/<time> text="Your journey starts with one step"
-    python scripts/visualize.py run=... text="..." --tensorboard     # also add the maps to the run's TensorBoard
-    python scripts/visualize.py run=... text="..." --out somewhere/  # instead of <run>/visualize/
+    python scripts/visualize.py outputs/runs/<date>/<time> --text "Your journey starts with one step"
+    python scripts/visualize.py <run dir> --text "..." --tensorboard     # also add the maps to the run's TensorBoard
+    python scripts/visualize.py <run dir> --text "..." --out somewhere/  # instead of <run>/visualize/
 
-Loads the run's last checkpoint (the model its metrics.json describes; run=<run>/checkpoints/best.ckpt
+Loads the run's last checkpoint (the model its metrics.json describes; <run>/checkpoints/best.ckpt
 for the best validation) and its composed config, runs the text and writes, under a new name (<slug of text>-<timestamp>, never overwriting):
   <name>.png   heatmap grid, rows = layers, columns = heads, words on both axes
   <name>.html  interactive head view (choose layer/head, hover for weights); opens offline
@@ -16,21 +16,29 @@ needs to unpickle code is refused.
 
 import sys
 
-from attention_lab.review.cli import KeyValueParser, ReviewError, setup_logging
+from attention_lab.review.cli import ReviewArgumentParser, ReviewError, setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = KeyValueParser(prog="visualize.py", description=__doc__, keys=("run", "text"))
+    parser = ReviewArgumentParser(prog="visualize.py", description=__doc__)
+    parser.add_argument("run", nargs="?", metavar="RUN",
+                        help="run directory (hydra.run.dir, or a sweep's job dir), or one of its checkpoints")
+    parser.add_argument("--text", help="the sentence to run (left out: the run's probe, as TensorBoard showed it)")
     parser.add_argument("--tensorboard", action="store_true", help="also add the maps to <run>/tensorboard")
     parser.add_argument("--out", metavar="DIR", help="output directory (default: <run>/visualize)")
-    values, args = parser.parse_key_values(argv)
-    if "run" not in values:
-        parser.error("run=<run dir> is required, e.g. run=outputs/runs/<date>/<time>")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    old = [a for n, a in enumerate(argv) if a.startswith(("run=", "text=")) and (n == 0 or argv[n - 1] != "--text")]
+    if old:  # the key=value grammar of earlier versions
+        parser.error(f"{old[0]} is invalid: give the run dir as it is and the sentence as --text, e.g. "
+                     "python scripts/visualize.py outputs/runs/<date>/<time> --text \"...\"")
+    args = parser.parse_args(argv)
+    if args.run is None:
+        parser.error("a run dir is required: python scripts/visualize.py <run dir> --text \"...\"")
     setup_logging()
     from attention_lab.review.visualize import visualize
 
     try:  # path and --out errors come before the heavy imports
-        result = visualize(values["run"], values.get("text"), out=args.out, tensorboard=args.tensorboard)
+        result = visualize(args.run, args.text, out=args.out, tensorboard=args.tensorboard)
     except ReviewError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

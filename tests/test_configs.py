@@ -233,22 +233,24 @@ def launcher(*overrides: str):
     return compose_config(list(overrides), return_hydra_config=True).hydra.launcher
 
 
-def test_joblib_and_parallel_run_the_labs_launcher():
-    """`hydra/launcher=joblib` and `parallel` run the lab's own launcher: hydra-joblib-launcher's loky pool
-    breaks as a whole when one worker dies and leaves orphans after a SIGTERM, so the lab does not install it.
-    The slurm presets extend the submitit plugin's configs under their own names."""
+def test_parallel_runs_the_labs_launcher_and_joblib_is_no_alias():
+    """`hydra/launcher=parallel` runs the lab's own launcher: hydra-joblib-launcher's loky pool breaks as a whole
+    when one worker dies and leaves orphans after a SIGTERM, so the lab does not install it, and no `joblib` name
+    stands for something else. The slurm presets extend the submitit plugin's configs under their own names."""
     import hydra
 
     ours = set(options("hydra/launcher"))
-    assert {"parallel", "slurm", "joblib"} <= ours
+    assert {"parallel", "slurm"} <= ours and "joblib" not in ours
     assert not ours & {"basic", "submitit_local", "submitit_slurm"}
-    joblib = launcher("hydra/launcher=joblib")
-    assert joblib.n_jobs == -1  # joblib's meaning: one job per core
+    with pytest.raises(ConfigCompositionException):
+        launcher("hydra/launcher=joblib")
+    parallel = launcher("hydra/launcher=parallel", "hydra.launcher.n_jobs=-1")
+    assert parallel.n_jobs == -1  # joblib's meaning: one job per core
     # By name: Hydra's plugin scan runs the module once more, so its class objects differ from an import's.
-    assert type(hydra.utils.instantiate(joblib)).__name__ == "ParallelLauncher"
+    assert type(hydra.utils.instantiate(parallel)).__name__ == "ParallelLauncher"
     assert launcher("hydra/launcher=submitit_slurm").gpus_per_node is None
-    with pytest.raises(ConfigCompositionException):  # typed by the launcher's schema, as parallel is
-        launcher("hydra/launcher=joblib", "hydra.launcher.backend=loky")
+    with pytest.raises(ConfigCompositionException):  # typed by the launcher's schema
+        launcher("hydra/launcher=parallel", "hydra.launcher.backend=loky")
 
 
 def test_parallel_launcher_preset():

@@ -58,7 +58,7 @@ SUBPROCESS_CASES = {
     "heads not an integer": (["heads=two"], ["heads=two", "integer"]),
     "unknown model": (["model=nope"], ["model=nope", "multihead"]),
     "unknown mask": (["mask=bogus"], ["mask=bogus", "causal"]),
-    "unknown launcher": (["hydra/launcher=nope"], ["hydra/launcher=nope", "joblib"]),
+    "unknown launcher": (["hydra/launcher=nope"], ["hydra/launcher=nope", "parallel"]),
     "unknown setting": (["head=3"], ["head=3", "did you mean heads"]),
     "heads <= 0": (["heads=0"], ["heads=0", "positive"]),
     "heads does not divide d_model": (["heads=5"], ["heads=5", "d_model=48"]),

@@ -1,4 +1,4 @@
-"""hydra/launcher=parallel (and =joblib): each job in a process of its own. A job whose process is killed (as by
+"""hydra/launcher=parallel: each job in a process of its own. A job whose process is killed (as by
 the out-of-memory killer) fails alone and the others finish; SIGTERM to the sweep stops every job with a
 checkpoint, and resume=<sweep dir> finishes them; so does SIGKILL of the sweep's main process, whose jobs and
 fork server do not outlive it."""

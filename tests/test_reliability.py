@@ -134,7 +134,7 @@ def test_rejected_before_the_run_dir_exists(tmp_path, override, fragment):
 
 @pytest.mark.parametrize(("overrides", "fragment"), [
     (["hydra/launcher=parallel", "hydra.launcher.n_jobs=0"], "hydra.launcher.n_jobs=0 is invalid"),
-    (["hydra/launcher=joblib", "hydra.launcher.n_jobs=-5"], "hydra.launcher.n_jobs=-5 is invalid"),
+    (["hydra/launcher=parallel", "hydra.launcher.n_jobs=-5"], "hydra.launcher.n_jobs=-5 is invalid"),
     (["hparams_search=optuna", "hydra.sweeper.n_trials=0"], "hydra.sweeper.n_trials=0 is invalid"),
 ], ids=lambda v: str(v))
 def test_sweep_settings_rejected_before_the_sweep_dir_exists(tmp_path, overrides, fragment):

@@ -1,5 +1,6 @@
-"""A sweep's jobs are known before it starts: two jobs that would train the same run, or write to the same dir,
-are refused in one line before anything is created."""
+"""A sweep's jobs are known before it starts: combinations that would train the same run are folded into one job
+(refused with Hydra's basic sweeper), and two jobs that would write to the same dir are refused in one line before
+anything is created."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from attention_lab.errors import ConfigError
-from attention_lab.run.preflight import check_command_line
-from attention_lab.run.sweep_jobs import planned_jobs
+from attention_lab.run.preflight import check_command_line, hydra_compose_api
+from attention_lab.run.sweep_jobs import fold_jobs, planned_jobs, sweep_job_configs
 from conftest import CONFIG_DIR, TRAIN, run_script
 
 
@@ -28,8 +29,12 @@ def test_the_planned_jobs_are_the_basic_sweepers(arguments):
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [
-    (["model=self", "heads=1,2,4"], "heads=1,2,4 is invalid in this sweep: jobs 0, 1, 2 (heads=1 | heads=2 | heads=4)"),
-    (["model=self,multihead", "heads=1,2"], "heads=1,2 is invalid in this sweep: with model=self, jobs 0, 1"),
+    (["hydra/sweeper=basic", "model=self", "heads=1,2,4"],
+     "heads=1,2,4 is invalid in this sweep: jobs 0, 1, 2 (heads=1 | heads=2 | heads=4)"),
+    (["hydra/sweeper=basic", "model=self,multihead", "heads=1,2"],
+     "heads=1,2 is invalid in this sweep: with model=self, jobs 0, 1"),
+    # A sweep that folds is checked whole: one impossible job refuses it before anything runs.
+    (["model=self,multihead", "heads=1,5"], "heads=5 is invalid for model=multihead"),
     (["hydra.sweep.subdir=same", "heads=1,2"], "hydra.sweep.subdir=same is invalid: jobs 0 and 1 would both write"),
     (["hydra.sweep.subdir=${heads}", "heads=1,2", "lr=0.1,0.2"], "jobs 0 and 1 would both write to <sweep dir>/1"),
     (["hparams_search=optuna", "hydra.sweep.subdir=trial"], "hydra.sweep.subdir=trial is invalid"),
@@ -52,9 +57,28 @@ def test_sweeps_of_distinct_runs_pass(argv):
     check_command_line(["-m", *argv], CONFIG_DIR)
 
 
+def test_a_product_runs_each_distinct_run_once():
+    with hydra_compose_api(CONFIG_DIR):
+        configs = sweep_job_configs(["model=self,multihead", "heads=1,2"], "train", lambda cfg: None)
+    assert [(cfg.model.name, cfg.model.num_heads) for cfg in configs] == [("self", 1), ("multihead", 1),
+                                                                          ("multihead", 2)]
+    product = planned_jobs(["model=self,multihead", "heads=1,2", "seed=0,1"])
+    fingerprints = ["self seed0", "self seed1", "self seed0", "self seed1", "mh1 seed0", "mh1 seed1", "mh2 seed0",
+                    "mh2 seed1"]
+    plan = fold_jobs(product, fingerprints)
+    assert plan.jobs == [product[n] for n in (0, 1, 4, 5, 6, 7)] and plan.kept == [0, 1, 4, 5, 6, 7]
+    assert [fold.line() for fold in plan.folds] == [
+        "folded: model=self heads=2 seed=0 into job 0 (model=self heads=1 seed=0): with model=self seed=0, nothing "
+        "reads heads",
+        "folded: model=self heads=2 seed=1 into job 1 (model=self heads=1 seed=1): with model=self seed=1, nothing "
+        "reads heads"]
+    assert plan.folds[0].record() == {"overrides": product[2], "into": 0, "into_overrides": product[0],
+                                      "reason": "with model=self seed=0, nothing reads heads"}
+
+
 def test_the_command_line_refuses_a_repeating_sweep_before_creating_anything(tmp_path: Path):
     sweep = tmp_path / "sweep"
-    proc = run_script(TRAIN, "-m", "model=self", "heads=1,2,4", f"hydra.sweep.dir={sweep}")
+    proc = run_script(TRAIN, "-m", "hydra/sweeper=basic", "model=self", "heads=1,2,4", f"hydra.sweep.dir={sweep}")
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         "error: heads=1,2,4 is invalid in this sweep: jobs 0, 1, 2 (heads=1 | heads=2 | heads=4) would train the "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,10 +13,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention_lab.review.cli import ReviewError, parse_key_values
+from attention_lab.review.cli import ReviewError
 from attention_lab.review.grid import DPI, grid_figsize, grid_figure
 from attention_lab.review.maps import compute_maps, find_run, load_module, prepare_words
 from attention_lab.review.visualize import unique_stem, visualize
+from attention_lab.run.next_commands import visualize_command
 from conftest import ROOT, run_script, script_env, unwritable_out
 
 VISUALIZE = ROOT / "scripts" / "visualize.py"
@@ -31,13 +33,20 @@ def module_and_files(tiny_trained_run):
 
 # ---------------------------------------------------------------------------------------------- CLI
 
-def test_key_value_arguments():
-    assert parse_key_values(["run=a/b", 'text="Hello there, world"'], ("run", "text")) == {
-        "run": "a/b", "text": "Hello there, world"}
-    assert parse_key_values(["text=a=b"], ("run", "text")) == {"text": "a=b"}
-    for bad in (["run"], ["foo=1"], ["run=a", "run=b"]):
-        with pytest.raises(ReviewError):
-            parse_key_values(bad, ("run", "text"))
+def test_the_run_is_an_argument_and_the_text_an_option(tmp_path):
+    """One grammar, argparse's, as compare.py takes its arguments; the key=value one of earlier versions is named
+    in one line, and the command other messages print is one that parses."""
+    command = visualize_command(tmp_path / "a run", "Hello there, world")
+    assert command == f"python scripts/visualize.py '{tmp_path / 'a run'}' --text 'Hello there, world'"
+    shown = shlex.split(visualize_command(tmp_path))  # what the end-of-run note prints parses as the script's grammar
+    assert shown[2:] == [str(tmp_path), "--text", "Your journey starts with one step"]
+    for args, fragment in ((["run=a/b", "text=hello"], "give the run dir as it is and the sentence as --text"),
+                           (["a/b", "--txt", "hello"], "unrecognized arguments"),
+                           (["a/b", "c/d"], "unrecognized arguments")):
+        proc = run_script(VISUALIZE, *args, timeout=60)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+        assert fragment in lines[0], lines[0]
 
 
 def test_help_and_errors_are_fast_without_torch(tmp_path):
@@ -46,11 +55,11 @@ def test_help_and_errors_are_fast_without_torch(tmp_path):
             "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
             "except SystemExit as e:\n    print('exit', e.code)\n"
             "print('torch imported:', 'torch' in sys.modules)")
-    for args in (["--help"], [f"run={tmp_path / 'nowhere'}"]):
+    for args in (["--help"], [str(tmp_path / "nowhere")]):
         proc = subprocess.run([sys.executable, "-c", code, str(VISUALIZE), *args], capture_output=True, text=True,
                               env=script_env(), cwd=ROOT, timeout=60)
         assert "torch imported: False" in proc.stdout, proc.stdout + proc.stderr
-    assert "run=" in proc.stdout or "does not exist" in proc.stderr
+    assert "does not exist" in proc.stderr
 
 
 @pytest.mark.parametrize("case", ["no_checkpoint", "missing", "sweep", "no_run_key"])
@@ -62,13 +71,13 @@ def test_bad_run_fails_with_one_clear_line(tmp_path, case):
     elif case == "sweep":
         (run / "0" / ".hydra").mkdir(parents=True)
         (run / "multirun.yaml").write_text("hydra: {}\n")
-    args = ["text=hello"] if case == "no_run_key" else [f"run={run}", "text=hello"]
+    args = ["--text", "hello"] if case == "no_run_key" else [str(run), "--text", "hello"]
     proc = run_script(VISUALIZE, *args, timeout=60)
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     expected = {"no_checkpoint": "has no checkpoint", "missing": "does not exist", "sweep": "is a sweep directory",
-                "no_run_key": "run=<run dir> is required"}[case]
+                "no_run_key": "a run dir is required"}[case]
     assert expected in lines[0]
 
 
@@ -85,7 +94,7 @@ def untrained_run(tmp_path):
 def test_unwritable_out_fails_with_one_line(untrained_run, tmp_path, case):
     """--out is checked before the checkpoint is loaded: an unusable one is named, in one line."""
     out = unwritable_out(tmp_path, case, "maps")
-    proc = run_script(VISUALIZE, f"run={untrained_run}", "text=hello", "--out", str(out), timeout=60)
+    proc = run_script(VISUALIZE, str(untrained_run), "--text", "hello", "--out", str(out), timeout=60)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"error: --out={out} "), lines[0]
@@ -117,7 +126,7 @@ def test_checkpoint_that_runs_code_is_refused(tmp_path):
     assert not marker.exists()
     # Even where torch's default is to unpickle anything (an environment setting some users keep for old files).
     env = {**script_env(), "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
-    proc = subprocess.run([sys.executable, str(VISUALIZE), f"run={run}", "text=hello", "--out", str(tmp_path / "o")],
+    proc = subprocess.run([sys.executable, str(VISUALIZE), str(run), "--text", "hello", "--out", str(tmp_path / "o")],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and "could run code; refused" in lines[0], proc.stderr
@@ -137,7 +146,7 @@ def test_checkpoint_that_runs_code_is_refused(tmp_path):
 def test_visualize_script_writes_png_html_and_tensorboard(tiny_trained_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(tiny_trained_run, run)  # the shared run stays untouched
-    proc = run_script(VISUALIZE, f"run={run}", f"text={TEXT}", "--tensorboard", timeout=180, check=True)
+    proc = run_script(VISUALIZE, str(run), "--text", TEXT, "--tensorboard", timeout=180, check=True)
     assert "warning: words not in the vocabulary are mapped to <unk>: big" in proc.stderr
 
     pngs, htmls = sorted((run / "visualize").glob("*.png")), sorted((run / "visualize").glob("*.html"))
@@ -252,7 +261,7 @@ def test_unwritable_out_with_a_trained_run(tiny_trained_run, tmp_path):
     blocker.write_text("a file")
     with pytest.raises(ReviewError, match=f"--out={blocker} is invalid: it is a file"):
         visualize(tiny_trained_run, "Life is short", out=blocker)
-    proc = run_script(VISUALIZE, f"run={tiny_trained_run}", "text=Life is short", "--out", str(blocker / "x"),
+    proc = run_script(VISUALIZE, str(tiny_trained_run), "--text", "Life is short", "--out", str(blocker / "x"),
                       timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"error: --out={blocker / 'x'} ")

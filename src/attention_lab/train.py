@@ -16,7 +16,6 @@ from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.callbacks.epochs_from_steps import EpochsFromSteps
 from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
 from attention_lab.callbacks.latest_checkpoint import LatestCheckpoint
@@ -26,6 +25,7 @@ from attention_lab.callbacks.run_record import RunRecord
 from attention_lab.callbacks.steps_to_solve import StepsToSolve
 from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
 from attention_lab.config import Mask, Position
+from attention_lab.epochs_from_steps import epochs_for_steps
 from attention_lab.errors import TrainingInterrupted
 from attention_lab.run.device import resolve_accelerator
 from attention_lab.run.files import METRICS, write_json
@@ -97,16 +97,12 @@ def check_stop(stop: StopSignals, trainer: L.Trainer, graceful: GracefulStop) ->
 def quiet_console() -> None:
     """One line per message, and only the run's own: Lightning's package logger prints to the console itself
     as well as through the root logger that Hydra configured (every line twice), its Trainer announces the
-    devices it did not find and tips at INFO, torch warns Lightning about a deprecated call, and Lightning hints
-    at srun wherever SLURM is installed."""
+    devices it did not find and tips at INFO, and torch warns Lightning about a deprecated call."""
     lightning = logging.getLogger("lightning")
     for handler in list(lightning.handlers):
         lightning.removeHandler(handler)  # its records still reach Hydra's console and train.log
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"lightning\.")
-    # On a machine with SLURM installed, Lightning hints at `srun` for every run started without it; the lab's
-    # SLURM jobs come through submitit, which starts them with srun.
-    warnings.filterwarnings("ignore", category=PossibleUserWarning, module=r"lightning\.fabric\.plugins\.environments\.slurm")
 
 
 def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
@@ -124,14 +120,21 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
     graceful, solved, end_note = GracefulStop(stop), StepsToSolve(), RunEndNote(stop, output_dir)
     callbacks = [*instantiate_all(cfg.get("callbacks")), graceful, StopOnNonFiniteLoss(), RngState(), solved,
-                 EpochsFromSteps(), LatestCheckpoint(), end_note]
+                 LatestCheckpoint(), end_note]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
-    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, accelerator=accelerator, callbacks=callbacks,
-                                                 logger=instantiate_all(cfg.get("logger")) or False,
-                                                 plugins=[AtomicCheckpointIO()])
     checkpoint = resume_checkpoint(output_dir) if cfg.get("resume") else None
+    datamodule.setup("fit")  # the batches of an epoch, for the progress bar's epoch count (Trainer.fit reuses them)
+    max_epochs = epochs_for_steps(cfg.trainer, len(datamodule.train_dataloader()), resuming=checkpoint is not None)
+    with warnings.catch_warnings():
+        # On a machine with SLURM installed, the Trainer hints at `srun` when it is built by a run started without
+        # it; the lab's SLURM jobs come through submitit, which starts them with srun.
+        warnings.simplefilter("ignore", PossibleUserWarning)
+        trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, accelerator=accelerator, callbacks=callbacks,
+                                                     logger=instantiate_all(cfg.get("logger")) or False,
+                                                     plugins=[AtomicCheckpointIO()],
+                                                     **({"max_epochs": max_epochs} if max_epochs else {}))
     if checkpoint is not None:
         log.info("resuming %s from %s", output_dir, checkpoint)
     elif cfg.get("resume"):

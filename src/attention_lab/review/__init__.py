@@ -1,6 +1,6 @@
 """Review tools for trained runs and sweeps (``scripts/visualize.py``, ``scripts/compare.py``).
 
-- :mod:`~attention_lab.review.cli`: ``key=value`` arguments, one-line errors and the ``--out`` check of both scripts.
+- :mod:`~attention_lab.review.cli`: argparse with one-line errors, the ``--out`` check.
 - :mod:`~attention_lab.review.attention_maps`: the attention of one sentence, layer by layer and head by head.
 - :mod:`~attention_lab.review.maps`: a run's checkpoint (loaded as data, ``weights_only``) and config -> maps.
 - :mod:`~attention_lab.review.grid`: the layers x heads heatmap grid as a PNG.

@@ -101,10 +101,22 @@ def unreadable_markdown(sweep: Sweep) -> list[str]:
             *[f"- {markdown_cell(line)}" for line in sweep.problems]]
 
 
+def folded_lines(sweep: Sweep) -> list[str]:
+    """One line per combination of the sweep's product that was not run, and why."""
+    return [fold.line(sweep.common_overrides) for fold in sweep.folds]
+
+
+def folded_markdown(sweep: Sweep) -> list[str]:
+    if not sweep.folds:
+        return []
+    return ["", "## Folded combinations", "", "Not run: each trains the same run as the job named.", "",
+            *[f"- {markdown_cell(line)}" for line in folded_lines(sweep)]]
+
+
 def to_markdown(sweep: Sweep) -> str:
     header, rows = table_rows(sweep)
     lines = [f"Sweep {markdown_code(sweep.dir.name)}: {markdown_cell(caption(sweep))}", "",
-             *markdown_table(header, rows, overrides_column=1), *unreadable_markdown(sweep)]
+             *markdown_table(header, rows, overrides_column=1), *folded_markdown(sweep), *unreadable_markdown(sweep)]
     return "\n".join(lines) + "\n"
 
 

@@ -48,10 +48,10 @@ def find_run(path: str | Path) -> RunFiles:
     ``.ckpt`` file, e.g. ``<run>/checkpoints/best.ckpt``. Raises ReviewError with one line otherwise."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise ReviewError(f"run={path} does not exist: pass a run directory such as outputs/runs/<date>/<time>")
+        raise ReviewError(f"the run dir {path} does not exist: pass a run directory such as outputs/runs/<date>/<time>")
     if path.is_file():
         if path.suffix != CHECKPOINT_SUFFIX:
-            raise ReviewError(f"run={path} is a file but not a checkpoint (.ckpt): pass the run directory")
+            raise ReviewError(f"{path} is a file but not a checkpoint (.ckpt): pass the run directory or one of its checkpoints")
         run_dir = path.parent.parent if path.parent.name == CHECKPOINTS else path.parent
         return RunFiles(run_dir, path, load_run_config(run_dir))
     checkpoint_dir = path / CHECKPOINTS
@@ -62,8 +62,8 @@ def find_run(path: str | Path) -> RunFiles:
         if (path / MULTIRUN_RECORD).is_file():
             jobs = sorted(p.parent.parent.name for p in path.glob(f"*/{SAVED_OVERRIDES}"))
             example = f" such as {path / jobs[0]}" if jobs else ""
-            raise ReviewError(f"run={path} is a sweep directory: pass one of its job directories{example}")
-        raise ReviewError(f"run={path} has no checkpoint (looked for {CHECKPOINTS}/{LAST_CHECKPOINT} and {BEST_CHECKPOINT}): "
+            raise ReviewError(f"the run dir {path} is a sweep directory: pass one of its job directories{example}")
+        raise ReviewError(f"the run dir {path} has no checkpoint (looked for {CHECKPOINTS}/{LAST_CHECKPOINT} and {BEST_CHECKPOINT}): "
                           "pass a run directory whose training has saved one")
     return RunFiles(path, found[0], load_run_config(path))
 

@@ -4,7 +4,8 @@ Per job directory: Hydra's ``.hydra/overrides.yaml`` and ``.hydra/config.yaml``,
 ``metrics.json`` (final metrics, ``global_step``, ``params``) and ``run_info.json`` (``status``:
 ok | failed | interrupted | running, ``error``, ``wall_time_s``, ``pid`` and ``host``). Per sweep:
 ``sweep_summary.json`` (``jobs``: ``job``, ``status``, ``error``, ``metrics``, ``output_dir``,
-``wall_time_s``) and Hydra's ``multirun.yaml`` (the sweep's command line, the sweeper's direction).
+``wall_time_s``; ``folded``: the combinations a product sweep folded into a job that trains the same run) and
+Hydra's ``multirun.yaml`` (the sweep's command line, the sweeper's direction).
 ``metrics.json`` may hold ``steps_to_solve``: the first step at which val/seq_acc >= 0.99, null if never.
 
 A job without a recorded status is ``ok`` once its ``metrics.json`` exists; a ``running`` job whose
@@ -20,9 +21,7 @@ configuration (``python scripts/train.py -m ... seed=0,1,2``), summarised as mea
 from __future__ import annotations
 
 import math
-import os
 import re
-import socket
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import Any
 
 from attention_lab.head_metrics import HeadMetric
 from attention_lab.review.cli import ReviewError
+from attention_lab.review.folds import Folded, load_folds
 from attention_lab.review.records import (
     Unreadable,
     amount,
@@ -43,10 +43,11 @@ from attention_lab.review.records import (
     text,
 )
 from attention_lab.run.files import METRICS, MULTIRUN_RECORD, RUN_INFO, SAVED_CONFIG, SAVED_OVERRIDES, SUMMARY
+from attention_lab.run.run_info import RunRecord, RunStatus, parse
 
-RECORDED_STATUSES = ("ok", "failed", "interrupted", "running")  # what run_info.json and the summary hold
+# What run_info.json and the summary hold (a run claiming its dir, "starting", is shown as running).
+RECORDED_STATUSES = tuple(s.value for s in (RunStatus.OK, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING))
 STATUSES = (*RECORDED_STATUSES, "stale")
-STARTING = "starting"  # run_info.json while a run claims its dir: shown as running
 FORMATION_STEPS = ("formation_step", "loss_drop_step")  # experiment=induction_formation: when the heads formed
 
 
@@ -85,6 +86,7 @@ class Sweep:
     sweep_overrides: list[str]  # the sweep's command line (multirun.yaml), e.g. heads=1,2
     metric_names: list[str]  # val/* then ood/* columns, the optimized metric (maybe a head score) first
     problems: list[str] = field(default_factory=list)  # one line per record that could not be read
+    folds: list[Folded] = field(default_factory=list)  # combinations not run: they train the same run as a job
 
     def counts(self) -> dict[str, int]:
         return {s: sum(j.status == s for j in self.jobs) for s in STATUSES if any(j.status == s for j in self.jobs)}
@@ -198,9 +200,10 @@ def load_summary(sweep_dir: Path, unreadable: Unreadable | None = None) -> dict[
 
 
 def recorded_status(record: dict, path: Path | None = None, unreadable: Unreadable | None = None) -> str | None:
+    """A summary row's status (a run_info.json's is read by :func:`attention_lab.run.run_info.parse`)."""
     status = record.get("status")
-    if status == STARTING:
-        return "running"
+    if status == RunStatus.STARTING.value:
+        return RunStatus.RUNNING.value
     if status is None or status in RECORDED_STATUSES:
         return status
     if unreadable is not None and path is not None:
@@ -208,34 +211,18 @@ def recorded_status(record: dict, path: Path | None = None, unreadable: Unreadab
     return None
 
 
+def read_run_record(path: Path, unreadable: Unreadable) -> RunRecord:
+    """The job's run_info.json, its fields of the wrong type left out and named in ``unreadable``."""
+    record, problems = parse(load_json(path, unreadable))
+    for problem in problems:
+        unreadable.add(path, f"{problem}; ignored")
+    return record
+
+
 def last_line(error: str | None) -> str:
     """One line for a table cell: the last line of a multi-line error."""
     lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
     return lines[-1] if lines else ""
-
-
-PID_MAX = 1 << 22  # Linux's highest pid_max: a larger "pid" names no process
-
-
-def recorded_pid(info: dict, path: Path, unreadable: Unreadable) -> int | None:
-    pid = info.get("pid")
-    if pid is None or (isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < PID_MAX):
-        return pid
-    unreadable.add(path, f"pid is {shown(pid)}, not a process id; ignored")
-    return None
-
-
-def process_gone(pid: int | None, host: str | None) -> bool:
-    """True when run_info.json names a process of this host that no longer exists."""
-    if pid is None or host != socket.gethostname():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # exists, owned by someone else
-        return False
-    return False
 
 
 def mtime(path: Path) -> float | None:
@@ -266,11 +253,12 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict], unreadabl
     job = Job(id=job_id, dir=job_dir, overrides=overrides,
               optimized_metric=text(config, "optimized_metric", files[SAVED_CONFIG], unreadable))
     entry = summary.get(job_id) or summary.get(job_dir.name) or {}
-    info = load_json(files[RUN_INFO], unreadable)
+    info = read_run_record(files[RUN_INFO], unreadable)
     metrics, metrics_path = load_json(files[METRICS], unreadable), files[METRICS]
     if not metrics:
         metrics, metrics_path = entry.get("metrics") or {}, sweep_dir / SUMMARY
-    status = recorded_status(entry, sweep_dir / SUMMARY, unreadable) or recorded_status(info, files[RUN_INFO], unreadable)
+    recorded = RunStatus.RUNNING if info.status is RunStatus.STARTING else info.status
+    status = recorded_status(entry, sweep_dir / SUMMARY, unreadable) or (recorded.value if recorded else None)
     if metrics:
         job.metrics = metric_values(metrics, metrics_path, unreadable, ("val/", "ood/", "ablation/", "head_score/"))
         job.metrics.update({key: step for key in FORMATION_STEPS
@@ -283,13 +271,11 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict], unreadabl
             job.reports_solve = True
             job.steps_to_solve = amount(metrics, "steps_to_solve", metrics_path, unreadable, whole=True)
         status = status or "ok"
-    wall = amount(info, "wall_time_s", files[RUN_INFO], unreadable)
-    job.wall_time_s = wall if wall is not None else entry.get("wall_time_s")
-    job.error = last_line(entry.get("error") or text(info, "error", files[RUN_INFO], unreadable))
-    pid = recorded_pid(info, files[RUN_INFO], unreadable)
-    if status == "running" and not metrics and process_gone(pid, text(info, "host", files[RUN_INFO], unreadable)):
-        status = "failed"
-        job.error = job.error or f"the job's process (pid {pid}) is gone without reporting a result"
+    job.wall_time_s = info.wall_time_s if info.wall_time_s is not None else entry.get("wall_time_s")
+    job.error = last_line(entry.get("error") or info.error)
+    if status == RunStatus.RUNNING.value and not metrics and info.ended_without_result():
+        status = RunStatus.FAILED.value
+        job.error = job.error or f"the job's process (pid {info.pid}) is gone without reporting a result"
     job.status = status or "running"
     job.unreadable = unreadable.about(files.values())
     return job
@@ -373,4 +359,5 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
             job.best = job.status == "ok" and job.value == best
     recorded = mapping(hydra, "overrides", sweep_dir / MULTIRUN_RECORD, unreadable, "hydra.")
     sweep_overrides = strings(recorded.get("task"), "hydra.overrides.task", sweep_dir / MULTIRUN_RECORD, unreadable)
-    return Sweep(sweep_dir, jobs, metric, direction, common, sweep_overrides, metric_names, unreadable.lines)
+    folds = load_folds(sweep_dir, unreadable)
+    return Sweep(sweep_dir, jobs, metric, direction, common, sweep_overrides, metric_names, unreadable.lines, folds)

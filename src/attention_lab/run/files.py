@@ -12,6 +12,7 @@ RUN_INFO = "run_info.json"  # status, error, overrides, wall time of one run (or
 METRICS = "metrics.json"  # final metrics only: byte-identical for the same config and seed on CPU
 SUMMARY = "sweep_summary.json"
 SUMMARY_CSV = "sweep_summary.csv"
+FOLDS = "sweep_folds.json"  # a product sweep's combinations folded into an earlier job that trains the same run
 REFUSED = "refused_jobs.json"  # jobs of a resumed sweep whose dir holds another run: {job number: row}
 MULTIRUN_RECORD = "multirun.yaml"  # Hydra's record of a sweep's config and command line
 CHECKPOINTS = "checkpoints"

@@ -12,6 +12,6 @@ def tensorboard_command(run_dir: Path) -> str:
     return f"python scripts/start_tensorboard.py {shlex.quote(str(run_dir))}"
 
 
-def visualize_command(run_dir: Path) -> str:
-    """Attention maps of any sentence through this run's model (scripts/visualize.py)."""
-    return f"python scripts/visualize.py run={shlex.quote(str(run_dir))} text={shlex.quote('Your journey starts with one step')}"
+def visualize_command(run_dir: Path, text: str = "Your journey starts with one step") -> str:
+    """Attention maps of any sentence through this run's model (scripts/visualize.py: the run dir, then --text)."""
+    return shlex.join(["python", "scripts/visualize.py", str(run_dir), "--text", text])

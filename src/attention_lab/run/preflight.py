@@ -3,28 +3,28 @@ API and checked once, before ``@hydra.main`` creates anything. Errors come back 
 
 - Typos, wrong types and unknown options fail for runs and sweeps alike (each value of a sweep is tried).
 - A single run is checked completely: settings, device, corpus and task data, and ``resume=``.
-- A sweep whose jobs would train the same run twice, or share a dir, is refused (:mod:`.sweep_jobs`).
+- A sweep whose jobs share a dir is refused (:mod:`.sweep_jobs`); combinations that would train the same run are
+  folded into one job (with Hydra's basic sweeper: refused).
 - The jobs of a sweep get the remaining checks in the task function, so a bad combination fails only its
-  own job, which the sweep summary records.
+  own job, which the sweep summary records. A sweep that folds is checked whole first (every job it launches,
+  by the config rules): its plan differs from the product typed, and runs only if all of it can.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra import compose
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.checks import attention_error, caveats, check_known_keys, check_typed_knobs, validate
-from attention_lab.config import register_configs
 from attention_lab.errors import ConfigError
 from attention_lab.run import resume as resuming
 from attention_lab.run import sweep_resume
+from attention_lab.run.compose_api import hydra_compose_api
 from attention_lab.run.device import resolve_accelerator
 from attention_lab.run.overrides import is_override, override_key
 from attention_lab.run.sweep_jobs import sweep_job_configs
@@ -59,28 +59,17 @@ def check_run(cfg: DictConfig) -> None:
     check_machine_and_data(cfg)
 
 
-@contextlib.contextmanager
-def hydra_compose_api(config_dir: Path) -> Iterator[None]:
-    register_configs()
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
-            yield
-    finally:
-        GlobalHydra.instance().clear()
-
-
 def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str = "train") -> None:
     """Raises what is wrong with the command line."""
     multirun = "-m" in argv or "--multirun" in argv
     overrides = [arg for arg in argv if is_override(arg)]
     with hydra_compose_api(config_dir):
         if multirun:
-            sweep_job_configs(overrides, config_name, check_sweep_job)
+            sweep_job_configs(overrides, config_name, check_sweep_job, validate)
             return
         cfg = compose(config_name, overrides=overrides, return_hydra_config=True)
         if cfg.hydra.mode == RunMode.MULTIRUN:  # a preset such as hparams_search=optuna makes it a sweep
-            sweep_job_configs(overrides, config_name, check_sweep_job)
+            sweep_job_configs(overrides, config_name, check_sweep_job, validate)
             return
         if cfg.get("resume"):
             plan = resuming.plan_resume(str(cfg.resume), overrides)

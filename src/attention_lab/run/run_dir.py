@@ -26,44 +26,14 @@ from attention_lab.run.files import (
     MULTIRUN_RECORD,
     RUN_INFO,
     SUMMARY,
-    read_json,
     save_yaml,
     secondary_process,
-    write_json,
 )
+from attention_lab.run.run_info import RunRecord, RunStatus
 
 
 class RunDirTaken(ConfigError):
     """A job's dir holds another run: the job fails without writing anything there."""
-
-
-class MalformedRecord(ConfigError):
-    """A run_info.json whose fields have the wrong types (changed by hand, or by another program)."""
-
-
-# The fields of run_info.json that the lab reads back, and their JSON types (null is always allowed).
-RUN_INFO_FIELDS: dict[str, tuple[type, ...]] = {
-    "job": (int,), "overrides": (list,), "status": (str,), "error": (str,), "attempts": (int,),
-    "wall_time_s": (int, float), "previous_wall_time_s": (int, float), "pid": (int,), "output_dir": (str,),
-}
-
-
-def read_run_info(path: Path) -> dict[str, Any]:
-    """``path`` (a run_info.json) as a dict, {} when it is missing; raises MalformedRecord, in one line, when it is
-    not a JSON object or a field has the wrong type, so that no reader trips over it later."""
-    if not path.is_file():
-        return {}
-    info = read_json(path)
-    if not info and path.read_bytes().strip() not in (b"", b"{}"):
-        raise MalformedRecord(f"{path} is malformed: not a JSON object")
-    for key, kinds in RUN_INFO_FIELDS.items():
-        value = info.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
-            raise MalformedRecord(f"{path} is malformed: {key} is {json.dumps(value)}, expected "
-                                  f"{' or '.join(kind.__name__ for kind in kinds)}")
-    if not all(isinstance(o, str) for o in info.get("overrides") or []):
-        raise MalformedRecord(f"{path} is malformed: overrides holds something other than text")
-    return info
 
 
 def now() -> str:
@@ -88,8 +58,9 @@ def claim(folder: Path, markers: tuple[str, ...], record: str, content: dict[str
 
 def claim_run_dir(run_dir: Path) -> None:
     """Refuse a run dir that already holds a run, then claim it."""
+    starting = RunRecord(status=RunStatus.STARTING, pid=os.getpid(), host=socket.gethostname())
     taken = claim(run_dir, (RUN_INFO, METRICS, ".hydra", "checkpoints", SUMMARY), RUN_INFO,
-                  {"status": "starting", "pid": os.getpid(), "host": socket.gethostname()})
+                  {key: value for key, value in starting.as_json().items() if value not in (None, [])})
     if taken is not None:
         raise ConfigError(f"hydra.run.dir={run_dir} is invalid: it already holds a run ({taken}), which is left as "
                           f"it is; choose a new dir, or continue that run with resume={run_dir}")
@@ -134,32 +105,31 @@ class RunDirLock:
 
 
 class RunInfo:
-    """``<run dir>/run_info.json``: status (running | ok | failed | interrupted), error, overrides, wall time.
-    Kept apart from metrics.json so that metrics.json only holds metrics (identical across reruns)."""
+    """Writes ``<run dir>/run_info.json`` (a :class:`~attention_lab.run.run_info.RunRecord`): status, error,
+    overrides, wall time. Kept apart from metrics.json so that metrics.json only holds metrics (identical across
+    reruns)."""
 
     def __init__(self, run_dir: Path, *, enabled: bool = True) -> None:
         self.path, self.enabled = run_dir / RUN_INFO, enabled
-        self.data: dict[str, Any] = {}
+        self.record: RunRecord | None = None  # once the run has begun
         self.started = time.perf_counter()
 
     def begin(self, *, job: int | None, overrides: list[str], resume: bool) -> None:
-        previous = read_run_info(self.path) if resume else {}
-        self.data = {
-            "status": "running", "error": None, "job": job if job is not None else previous.get("job"),
-            "overrides": overrides, "output_dir": str(self.path.parent), "pid": os.getpid(),
-            "host": socket.gethostname(), "started_at": now(), "finished_at": None,
-            "attempts": int(previous.get("attempts") or 0) + 1,
-            "previous_wall_time_s": float(previous.get("wall_time_s") or 0.0), "wall_time_s": None,
-        }
+        previous = (RunRecord.read(self.path) if resume else None) or RunRecord()
+        self.record = RunRecord(
+            status=RunStatus.RUNNING, job=job if job is not None else previous.job, overrides=overrides,
+            output_dir=str(self.path.parent), pid=os.getpid(), host=socket.gethostname(), started_at=now(),
+            attempts=(previous.attempts or 0) + 1, previous_wall_time_s=float(previous.wall_time_s or 0.0))
         if self.enabled:
-            write_json(self.path, self.data)
+            self.record.write(self.path)
 
-    def end(self, status: str, error: str | None = None) -> None:
+    def end(self, status: RunStatus, error: str | None = None) -> None:
+        assert self.record is not None, "a run ends only after it began"
         elapsed = time.perf_counter() - self.started
-        self.data.update(status=status, error=error, finished_at=now(),
-                         wall_time_s=round(self.data.get("previous_wall_time_s", 0.0) + elapsed, 2))
+        self.record.status, self.record.error, self.record.finished_at = status, error, now()
+        self.record.wall_time_s = round((self.record.previous_wall_time_s or 0.0) + elapsed, 2)
         if self.enabled:
-            write_json(self.path, self.data)
+            self.record.write(self.path)
 
 
 def selected_dir(config: DictConfig, key: str) -> Path | None:

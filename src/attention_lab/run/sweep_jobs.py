@@ -1,8 +1,10 @@
-"""The jobs of a sweep, known before it starts, and two checks on them: no two jobs train the same run, and no
-two jobs write to the same dir. Runs in the Compose API context of :mod:`attention_lab.run.preflight`.
+"""The jobs of a sweep, known before it starts: which combinations of a product train the same run (folded into
+the first of them, see :class:`SweepPlan`), and that no two jobs write to the same dir.
 
-For Hydra's basic sweeper the jobs are the product of the sweep's values, in the order it launches them. Other
-sweepers (Optuna) choose their jobs as they go: only the job dirs can be checked, by job number.
+The lab's product sweeper (``hydra/sweeper=product``, the default; src/hydra_plugins/attention_lab_sweeper) runs
+the product of the sweep's values, each distinct run once. Hydra's ``basic`` sweeper runs the whole product: there
+a sweep whose jobs repeat a run is refused. Other sweepers (Optuna) choose their jobs as they go: only the job dirs
+can be checked, by job number.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import itertools
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,8 @@ from attention_lab.errors import ConfigError
 from attention_lab.run.files import MULTIRUN_RECORD
 from attention_lab.run.overrides import override_key
 
-BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"  # Hydra's default, by its _target_
+# The sweepers whose jobs are the product of the sweep's values, by their option name in hydra/sweeper.
+PRODUCT_SWEEPER, BASIC_SWEEPER = "product", "basic"
 JOB_DIR_PLACEHOLDER = "<job dir>"  # the job's own dir is no part of what it trains
 REFERENCE = re.compile(r"\$\{(\w+)")  # `${heads}` -> heads
 # The top-level knobs that only set the model's fields: the code reads cfg.model, never them.
@@ -123,9 +127,68 @@ def job_subdir(cfg: DictConfig, num: int) -> str:
     return str(cfg.hydra.sweep.subdir)
 
 
-def reject_duplicates(jobs: list[list[str]], fingerprints: list[str], arguments: Sequence[str]) -> None:
+def job_settings(jobs: Sequence[Sequence[str]]) -> tuple[list[dict[str, str]], list[str]]:
+    """Each job's overrides by key, and the keys whose value differs between jobs."""
     settings = [dict(zip(map(override_key, job), job, strict=True)) for job in jobs]
-    swept = [key for key in settings[0] if len({s[key] for s in settings}) > 1]
+    swept = [key for key in settings[0] if len({s[key] for s in settings}) > 1] if settings else []
+    return settings, swept
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A combination of a product sweep that would train the same run as an earlier one: it is not launched."""
+
+    overrides: tuple[str, ...]  # the combination, as the sweeper built it
+    into: int  # the number of the job that trains its run
+    into_overrides: tuple[str, ...]
+    shown: str  # what differs between the sweep's combinations, for this one and for the job
+    shown_into: str
+    reason: str  # "with model=self, nothing reads heads"
+
+    def line(self) -> str:
+        return f"folded: {self.shown} into job {self.into} ({self.shown_into}): {self.reason}"
+
+    def record(self) -> dict[str, object]:
+        return {"overrides": list(self.overrides), "into": self.into, "into_overrides": list(self.into_overrides),
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The jobs a product sweep launches (job number = position) and the combinations folded into them."""
+
+    jobs: list[list[str]]
+    folds: list[Fold]
+    kept: list[int]  # for each job, its position in the product
+
+
+def fold_jobs(product: list[list[str]], fingerprints: Sequence[str]) -> SweepPlan:
+    """Each distinct run of ``product`` once, in product order: a combination whose fingerprint (see
+    :func:`what_it_trains`) an earlier one has is folded into that one."""
+    settings, swept = job_settings(product)
+    first: dict[str, int] = {}  # fingerprint -> job number
+    jobs: list[list[str]] = []
+    kept: list[int] = []
+    folds: list[Fold] = []
+    for position, (job, fingerprint) in enumerate(zip(product, fingerprints, strict=True)):
+        if fingerprint not in first:
+            first[fingerprint] = len(jobs)
+            jobs.append(job)
+            kept.append(position)
+            continue
+        into = first[fingerprint]
+        mine, theirs = settings[position], settings[kept[into]]
+        same = [mine[key] for key in swept if mine[key] == theirs[key]]
+        differing = [key for key in swept if mine[key] != theirs[key]]
+        context = f"with {' '.join(same)}, " if same else ""
+        folds.append(Fold(tuple(job), into, tuple(jobs[into]), " ".join(mine[key] for key in swept),
+                          " ".join(theirs[key] for key in swept), f"{context}nothing reads {', '.join(differing)}"))
+    return SweepPlan(jobs, folds, kept)
+
+
+def reject_duplicates(jobs: list[list[str]], fingerprints: list[str], arguments: Sequence[str]) -> None:
+    """Hydra's basic sweeper runs every combination: a sweep in which two would train the same run is refused."""
+    settings, swept = job_settings(jobs)
     groups: dict[str, list[int]] = {}
     for num, fingerprint in enumerate(fingerprints):
         groups.setdefault(fingerprint, []).append(num)
@@ -150,15 +213,18 @@ def reject_shared_dirs(subdirs: list[str], raw: Any) -> None:
         first[subdir] = num
 
 
-def sweep_job_configs(overrides: Sequence[str], config_name: str,
-                      check_job: Callable[[DictConfig], None]) -> list[DictConfig]:
-    """Every job's composed config (Hydra's settings included), each passed to ``check_job``, once no two jobs
-    share a dir or train the same run; raises ConfigError otherwise. A sweeper that chooses its jobs as it goes
-    gets each value of each sweep override once, and its job dirs are checked by job number."""
+def sweep_job_configs(overrides: Sequence[str], config_name: str, check_job: Callable[[DictConfig], None],
+                      check_folded_job: Callable[[DictConfig], None] | None = None) -> list[DictConfig]:
+    """The composed config (Hydra's settings included) of every job the sweep launches, each passed to
+    ``check_job``, once no two jobs share a dir (nor, with Hydra's basic sweeper, train the same run); raises
+    ConfigError otherwise. When the product sweeper folds combinations, every job it launches is also passed to
+    ``check_folded_job``: a sweep whose plan was changed runs only if all of it can. A sweeper that chooses its
+    jobs as it goes gets each value of each sweep override once, and its job dirs are checked by job number."""
     variants = sweep_variants(overrides)
     base = compose(config_name, overrides=variants[0], return_hydra_config=True)
     raw_subdir = OmegaConf.to_container(base.hydra.sweep, resolve=False)["subdir"]
-    if OmegaConf.select(base, "hydra.sweeper._target_") != BASIC_SWEEPER:
+    sweeper = OmegaConf.select(base, "hydra.runtime.choices.hydra/sweeper")
+    if sweeper not in (PRODUCT_SWEEPER, BASIC_SWEEPER):
         configs = [base, *(compose(config_name, overrides=v, return_hydra_config=True) for v in variants[1:])]
         for cfg in configs:
             check_job(cfg)
@@ -170,6 +236,15 @@ def sweep_job_configs(overrides: Sequence[str], config_name: str,
     configs = [compose(config_name, overrides=job, return_hydra_config=True) for job in jobs]
     for cfg in configs:
         check_job(cfg)
-    reject_shared_dirs([job_subdir(cfg.copy(), num) for num, cfg in enumerate(configs)], raw_subdir)
-    reject_duplicates(jobs, [what_it_trains(cfg) for cfg in configs], arguments)
-    return configs
+    fingerprints = [what_it_trains(cfg) for cfg in configs]
+    if sweeper == BASIC_SWEEPER:
+        reject_shared_dirs([job_subdir(cfg.copy(), num) for num, cfg in enumerate(configs)], raw_subdir)
+        reject_duplicates(jobs, fingerprints, arguments)
+        return configs
+    plan = fold_jobs(jobs, fingerprints)
+    launched = [configs[position] for position in plan.kept]
+    reject_shared_dirs([job_subdir(cfg.copy(), num) for num, cfg in enumerate(launched)], raw_subdir)
+    if plan.folds and check_folded_job is not None:
+        for cfg in launched:
+            check_folded_job(cfg)
+    return launched

@@ -17,6 +17,7 @@ unchanged). A resume may add only settings that say how long to train and where 
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 import shutil
 from collections.abc import Iterator, Sequence
@@ -40,6 +41,7 @@ from attention_lab.run.files import (
 )
 from attention_lab.run.overrides import override_key
 from attention_lab.run.resume import FURTHER_TRAINING, read_saved_overrides
+from attention_lab.run.run_info import RunRecord, RunStatus, parse
 
 # Settings of the sweep's own hydra overrides that a resume restores: where its jobs run, how many trials.
 RESTORED_HYDRA = ("hydra/launcher", "hydra.launcher.n_jobs", "hydra.sweeper.n_trials")
@@ -107,7 +109,7 @@ def optuna_overrides(sweep_dir: Path, sweeper: Any, setting: str) -> list[str]:
 
     numbers = [int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()]
     check_own_study(sweep_dir, sweeper, setting, trials_run=len(numbers))
-    done = sum(read_json(sweep_dir / str(n) / RUN_INFO).get("status") == "ok" for n in numbers)
+    done = sum(parse(read_json(sweep_dir / str(n) / RUN_INFO))[0].status is RunStatus.OK for n in numbers)
     if done >= int(sweeper.n_trials):
         raise ConfigError(f"{setting} is invalid: the search already has {done} complete trials of "
                           f"hydra.sweeper.n_trials={sweeper.n_trials}; for more, give a larger hydra.sweeper.n_trials")
@@ -129,8 +131,8 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
         return list(argv)
     from hydra import compose
 
+    from attention_lab.run.compose_api import hydra_compose_api
     from attention_lab.run.overrides import is_override
-    from attention_lab.run.preflight import hydra_compose_api
     from attention_lab.run.sweep_jobs import sweep_variants
 
     setting, sweep_dir = f"resume={value}", Path(str(value)).expanduser().resolve()
@@ -195,11 +197,17 @@ def record_kept(sweep_dir: Path, setting: str) -> Iterator[None]:
             os.replace(backup, record)
 
 
+class JobAction(enum.Enum):
+    KEEP = "keep"  # ok: not touched; the sweeper gets its recorded metric
+    CONTINUE = "continue"  # interrupted: from its checkpoint
+    RESTART = "restart"  # failed, or never started: from step 0, the failed attempt set aside
+
+
 @dataclass
 class JobPlan:
     """What one job of a resumed sweep does."""
 
-    action: str  # "keep" (ok), "continue" (interrupted: from its checkpoint) or "restart"
+    action: JobAction
     metric: float | None = None  # a kept job's recorded metric, for the sweeper
 
 
@@ -213,31 +221,29 @@ def same_job(saved: Sequence[str], planned: Sequence[str]) -> bool:
 
 def job_plan(job_dir: Path, planned: Sequence[str], metric_name: str) -> JobPlan:
     """Raises RunDirTaken when the job's dir holds another job's run."""
-    from attention_lab.run.run_dir import RunDirTaken, read_run_info
+    from attention_lab.run.run_dir import RunDirTaken
 
     check_contained(job_dir.parent, f"resume={job_dir.parent}", only=job_dir.name)  # it may have changed since
-    info = read_run_info(job_dir / RUN_INFO)
+    info = RunRecord.read(job_dir / RUN_INFO) or RunRecord()
     if (job_dir / SAVED_OVERRIDES).is_file():
         saved = read_saved_overrides(job_dir, f"resume={job_dir.parent}")
         if not same_job(saved, planned):
             raise RunDirTaken(f"{job_dir} holds another job's run ({' '.join(saved)}), which is left as it is; "
                               "the sweep's jobs no longer match its dirs")
-    if info.get("status") == "ok" and (job_dir / METRICS).is_file():
-        return JobPlan("keep", read_json(job_dir / METRICS).get(metric_name))
-    if info.get("status") == "interrupted":
-        return JobPlan("continue")
-    return JobPlan("restart")
+    if info.status is RunStatus.OK and (job_dir / METRICS).is_file():
+        return JobPlan(JobAction.KEEP, read_json(job_dir / METRICS).get(metric_name))
+    if info.status is RunStatus.INTERRUPTED:
+        return JobPlan(JobAction.CONTINUE)
+    return JobPlan(JobAction.RESTART)
 
 
 def set_aside(job_dir: Path) -> None:
     """A failed attempt's record, checkpoints and TensorBoard events move to ``attempt<n>/`` before the job
     trains again (train.log is kept: the new attempt appends to it)."""
-    from attention_lab.run.run_dir import read_run_info
-
-    info = read_run_info(job_dir / RUN_INFO)
-    if not info:
+    info = RunRecord.read(job_dir / RUN_INFO)
+    if info is None:
         return
-    aside = job_dir / f"attempt{int(info.get('attempts') or 1)}"
+    aside = job_dir / f"attempt{info.attempts or 1}"
     aside.mkdir(exist_ok=True)
     shutil.copy2(job_dir / RUN_INFO, aside / "run_info.json.previous")  # not a run_info.json: no summary row
     for name in (TRACEBACK, CHECKPOINTS, "tensorboard"):

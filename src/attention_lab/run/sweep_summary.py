@@ -1,5 +1,6 @@
 """``<sweep dir>/sweep_summary.json`` (and ``.csv``): one row per job, failed and interrupted ones included,
-rewritten after every job from the job dirs' run_info.json and metrics.json. :class:`SweepSummary` is the
+rewritten after every job from the job dirs' run_info.json and metrics.json; ``folded`` lists the combinations of
+a product sweep that were folded into a job training the same run (from the sweeper's ``sweep_folds.json``). :class:`SweepSummary` is the
 Hydra callback that keeps it current and gives the sweep its exit status."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.run.describe import describe
 from attention_lab.run.files import (
+    FOLDS,
     METRICS,
     REFUSED,
     RUN_INFO,
@@ -32,7 +34,8 @@ from attention_lab.run.files import (
     secondary_process,
     write_json,
 )
-from attention_lab.run.run_dir import MalformedRecord, now, read_run_info
+from attention_lab.run.run_dir import now
+from attention_lab.run.run_info import ENDED_WITHOUT_RESULT, MalformedRecord, RunRecord, RunStatus, parse
 
 log = logging.getLogger(__name__)
 
@@ -52,22 +55,33 @@ def summary_rows(sweep_dir: Path, *, final: bool = False) -> list[dict[str, Any]
         if job_number(job_dir) in refused:
             continue
         try:
-            info = read_run_info(info_path)
+            info = RunRecord.read(info_path) or RunRecord()
         except MalformedRecord as err:  # the job that reads it says so in its own line
-            info = {"job": job_number(job_dir), "status": "failed", "error": str(err)}
-        status, error = info.get("status") or "running", info.get("error")
-        if final and status in ("running", "starting"):  # the sweep is over: that job died without a word
-            status, error = "failed", "the job ended without reporting a result (killed or crashed)"
+            info = RunRecord(job=job_number(job_dir), status=RunStatus.FAILED, error=str(err))
+        status, error = info.status or RunStatus.RUNNING, info.error
+        if info.ended_without_result(sweep_over=final):
+            status, error = RunStatus.FAILED, ENDED_WITHOUT_RESULT
         rows.append({
-            "job": info.get("job"), "overrides": info.get("overrides") or [], "status": status, "error": error,
-            "metrics": read_json(job_dir / METRICS) if status == "ok" else {},
-            "output_dir": str(job_dir), "wall_time_s": info.get("wall_time_s"),
+            "job": info.job, "overrides": info.overrides, "status": status.value, "error": error,
+            "metrics": read_json(job_dir / METRICS) if status is RunStatus.OK else {},
+            "output_dir": str(job_dir), "wall_time_s": info.wall_time_s,
         })
     rows += [{"job": n, "overrides": [str(o) for o in row.get("overrides") or []], "status": "failed",
               "error": str(row.get("error")), "metrics": {}, "output_dir": str(sweep_dir / str(n)), "wall_time_s": None}
              for n, row in refused.items()]
     rows.sort(key=lambda r: (r["job"] is None, r["job"] if r["job"] is not None else 0, r["output_dir"]))
     return rows
+
+
+def recorded_folds(sweep_dir: Path) -> list[dict[str, Any]]:
+    """The sweeper's folds, each entry with the fields and types it writes (the sweep dir is data: others are
+    left out)."""
+    folds = read_json(sweep_dir / FOLDS).get("folds")
+    fields = {"overrides": list, "into": int, "into_overrides": list, "reason": str}
+    return [{key: fold[key] for key in fields} for fold in (folds if isinstance(folds, list) else [])
+            if isinstance(fold, dict) and all(isinstance(fold.get(key), kind) and not isinstance(fold.get(key), bool)
+                                              for key, kind in fields.items())
+            and all(isinstance(o, str) for o in [*fold["overrides"], *fold["into_overrides"]])]
 
 
 @contextlib.contextmanager
@@ -98,7 +112,7 @@ def write_summary(sweep_dir: Path, *, final: bool = False) -> dict[str, Any]:
         for row in rows:
             counts[row["status"]] = counts.get(row["status"], 0) + 1
         document = {"sweep_dir": str(sweep_dir), "updated_at": now(), "total": len(rows), "counts": counts,
-                    "jobs": rows}
+                    "jobs": rows, "folded": recorded_folds(sweep_dir)}
         write_json(sweep_dir / SUMMARY, document)
         metric_keys = sorted({key for row in rows for key, value in row["metrics"].items() if not isinstance(value, dict)})
 
@@ -135,10 +149,10 @@ class SweepSummary(Callback):
             try:
                 job_return.return_value  # noqa: B018 - the property re-raises the job's exception
             except Exception as err:  # noqa: BLE001
-                info = read_json(job_dir / RUN_INFO)
-                info.update(status="failed", error=describe(err), job=int(HydraConfig.get().job.num),
-                            overrides=[str(o) for o in HydraConfig.get().overrides.task], output_dir=str(job_dir))
-                write_json(job_dir / RUN_INFO, info)
+                info, _ = parse(read_json(job_dir / RUN_INFO))  # what can be kept of it; the rest is replaced
+                info.status, info.error, info.job = RunStatus.FAILED, describe(err), int(HydraConfig.get().job.num)
+                info.overrides, info.output_dir = [str(o) for o in HydraConfig.get().overrides.task], str(job_dir)
+                info.write(job_dir / RUN_INFO)
         document = write_summary(sweep_dir_of(config))
         n_trials = OmegaConf.select(config, "hydra.sweeper.n_trials")
         if isinstance(n_trials, int) and HydraConfig.get().job.num == n_trials - 1 and not document["counts"].get("ok"):

@@ -33,7 +33,8 @@ from attention_lab.run.files import (
     secondary_process,
 )
 from attention_lab.run.overrides import override_key, run_name
-from attention_lab.run.run_dir import RunDirLock, RunDirTaken, RunInfo, read_run_info
+from attention_lab.run.run_dir import RunDirLock, RunDirTaken, RunInfo
+from attention_lab.run.run_info import RunRecord, RunStatus
 from attention_lab.run.signals import StopSignals
 from attention_lab.run.sweep_jobs import swept_keys
 from attention_lab.run.sweep_summary import record_refusal, write_summary
@@ -89,7 +90,7 @@ class RunTask:
             try:
                 job = sweep_resume.job_plan(self.run_dir, self.overrides, str(cfg.optimized_metric)) \
                     if self.resumed_sweep else None
-                if job is not None and job.action == "keep":  # before the lock: not one byte of an ok job changes
+                if job is not None and job.action is sweep_resume.JobAction.KEEP:  # before the lock: not one byte of an ok job changes
                     stderr(f"{self.where}: ok, kept as it is")
                     return job.metric
                 if self.lock is not None:
@@ -97,8 +98,8 @@ class RunTask:
                     self.claim_job_dir(job)
                 plan = None
                 if job is not None:
-                    cfg.resume = str(self.run_dir) if job.action == "continue" else None
-                    if job.action == "restart":
+                    cfg.resume = str(self.run_dir) if job.action is sweep_resume.JobAction.CONTINUE else None
+                    if job.action is sweep_resume.JobAction.RESTART:
                         self.restart(cfg)
                 if cfg.get("resume"):
                     cfg, plan = resumed_config(cfg)
@@ -122,16 +123,16 @@ class RunTask:
             finally:
                 if self.lock is not None:
                     self.lock.release()
-        self.end("ok")
+        self.end(RunStatus.OK)
         return metrics.get(cfg.optimized_metric)
 
     def claim_job_dir(self, job: sweep_resume.JobPlan | None) -> None:
         """A sweep job trains only in a dir that holds no other job's run (a resumed job: its own)."""
-        previous = read_run_info(self.run_dir / RUN_INFO)
-        if self.multirun and job is None and previous and (
-                previous.get("job") != self.job or previous.get("overrides") != self.overrides):
-            raise RunDirTaken(f"{self.run_dir} already holds the run of job {previous.get('job')} "
-                              f"({' '.join(previous.get('overrides') or [])}), which is left as it is; two jobs of "
+        previous = RunRecord.read(self.run_dir / RUN_INFO)
+        if self.multirun and job is None and previous is not None and (
+                previous.job != self.job or previous.overrides != self.overrides):
+            raise RunDirTaken(f"{self.run_dir} already holds the run of job {previous.job} "
+                              f"({' '.join(previous.overrides)}), which is left as it is; two jobs of "
                               "the sweep have the same dir (see hydra.sweep.subdir)")
         self.owns_dir = True
         if self.sweep_dir is not None and self.job is not None:
@@ -147,14 +148,14 @@ class RunTask:
         save_yaml(HydraConfig.instance().cfg, hydra_dir / "hydra.yaml")
         save_yaml(OmegaConf.create(self.overrides), self.run_dir / SAVED_OVERRIDES)
 
-    def end(self, status: str, error: str | None = None) -> None:
-        if self.info.data:
+    def end(self, status: RunStatus, error: str | None = None) -> None:
+        if self.info.record is not None:
             self.info.end(status, error)
         if self.sweep_dir is not None:
             write_summary(self.sweep_dir)
 
     def fail(self, err: BaseException, stop: StopSignals) -> None:
-        if isinstance(err, ConfigError) and not self.info.data:
+        if isinstance(err, ConfigError) and self.info.record is None:
             # Rejected before the run started: the run dir's record stays as it was.
             if self.multirun and not self.owns_dir:  # the dir is another run's: nothing is written there
                 stderr(f"error: {self.where} failed: {describe(err)}")
@@ -172,7 +173,7 @@ class RunTask:
         if not expected_error(err):
             (self.run_dir / TRACEBACK).write_text("".join(traceback.format_exception(err)))
             message += f" (traceback in {self.run_dir / TRACEBACK}; HYDRA_FULL_ERROR=1 prints it)"
-        self.end("failed", message)
+        self.end(RunStatus.FAILED, message)
         if full_error_requested():
             traceback.print_exception(err)
         if self.multirun:
@@ -191,7 +192,7 @@ class RunTask:
             kept = "the last checkpoint saved is kept" if (self.run_dir / CHECKPOINTS / LAST_CHECKPOINT).is_file() \
                 else "no checkpoint had been saved yet"
             what = f"{signal.Signals(signum).name}: stopped; {kept}"
-        self.end("interrupted", what)
+        self.end(RunStatus.INTERRUPTED, what)
         if self.multirun:  # the sweep is continued as a whole: this job, and those that did not run yet
             where = f"resume={self.sweep_dir or self.run_dir.parent} (the whole sweep)"
         else:

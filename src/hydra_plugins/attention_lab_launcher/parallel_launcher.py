@@ -1,4 +1,4 @@
-"""Local parallel jobs, each in a process of its own (``hydra/launcher=parallel`` or ``joblib``).
+"""Local parallel jobs, each in a process of its own (``hydra/launcher=parallel``).
 
 Why not hydra-joblib-launcher: loky breaks the whole pool when one worker dies (``TerminatedWorkerError``), so
 one job killed by the out-of-memory killer took the healthy jobs down with it, and a SIGTERM to the sweep left
@@ -55,7 +55,7 @@ class ParallelLauncherConf:
     preload: list[str] = field(default_factory=lambda: list(PRELOAD))  # imported once, before the jobs fork
 
 
-# The schema of configs/hydra/launcher/parallel.yaml (and joblib.yaml): n_jobs=two fails at compose time.
+# The schema of configs/hydra/launcher/parallel.yaml: n_jobs=two fails at compose time.
 ConfigStore.instance().store(group="hydra/launcher", name="attention_lab_parallel", node=ParallelLauncherConf,
                              provider="attention_lab")
 

@@ -1,0 +1,1 @@
+"""attention-lab's own Hydra sweeper plugin (Hydra finds sweepers in the ``hydra_plugins`` namespace)."""
