@@ -17,7 +17,7 @@ SMALL = ["max_steps=4", "task.train_size=128", "task.val_size=32", "~callbacks.a
 
 def test_failed_jobs_are_recorded_and_the_others_run(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    # job 0: fine; job 1: nan loss (lr=1e30); jobs 2, 3: heads=5 does not divide d_model=48
+    # job 0: fine; job 1: nan loss (lr=1e30); jobs 2, 3: heads=5 is not a divisor of d_model=48
     proc = run_train(sweep_dir, "heads=3,5", "lr=0.003,1e30", *SMALL, multirun=True, check=False)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stdout + proc.stderr
@@ -40,7 +40,8 @@ def test_failed_jobs_are_recorded_and_the_others_run(tmp_path):
 
     assert jobs[1]["status"] == "failed" and "diverged" in jobs[1]["error"] and "step" in jobs[1]["error"]
     for num in (2, 3):
-        assert jobs[num]["status"] == "failed" and "heads=5 does not divide d_model=48" in jobs[num]["error"]
+        assert jobs[num]["status"] == "failed" and "heads=5 is invalid" in jobs[num]["error"]
+        assert "a divisor of d_model=48" in jobs[num]["error"]
         assert jobs[num]["metrics"] == {} and not (sweep_dir / str(num) / "metrics.json").exists()
 
     with open(sweep_dir / "sweep_summary.csv", newline="") as handle:
