@@ -21,6 +21,9 @@ import pytest
 
 from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env
 
+# One cluster for the whole machine, and jobs that need its cores: run after the parallel tests (conftest.py).
+pytestmark = pytest.mark.serial
+
 SLURM_DIR = ROOT / "scripts" / "slurm"
 STATE_DIR = Path(os.environ.get("ATTENTION_LAB_SLURM_DIR", "/tmp/attention-lab-slurm"))
 NEEDED = ("sbatch", "squeue", "sacct", "scancel", "slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd")
