@@ -19,7 +19,7 @@ MIN_TESTS ?= tests/test_configs.py tests/test_train.py tests/test_hparams.py tes
 	tests/test_parallel_launcher.py tests/test_sweep_jobs.py tests/test_sweep_resume.py tests/test_compare.py \
 	tests/test_compare_records.py
 
-.PHONY: setup train tensorboard test test-all test-min lint reproduce bench slurm-up slurm-down clean
+.PHONY: setup train tensorboard test test-gpu test-all test-min lint reproduce bench slurm-up slurm-down clean
 
 # The installer is uv (the one on PATH, else `pip install uv` into the venv): it resolves, downloads and links in
 # parallel, many times faster than pip. Without uv, when it fails, or with INSTALLER=pip, pip installs the same
@@ -67,11 +67,26 @@ train: setup  ## train the default experiment (pass overrides with ARGS="model=m
 tensorboard: setup  ## TensorBoard on outputs/ (or LOGDIR=<run or sweep dir>), every logged step kept
 	$(BIN)/python scripts/start_tensorboard.py $(if $(LOGDIR),$(LOGDIR),outputs) $(ARGS)
 
-test: setup  ## the test suite CI runs (slow tests excluded)
-	$(BIN)/python -m pytest -m "not slow" $(ARGS)
+# `make test` and `make test-all` run in two parts and fail if either fails (pytest's exit 5, "no tests ran",
+# included): the parallel part on TEST_WORKERS pytest-xdist workers (--dist loadscope: a module's tests share a
+# worker, so a module-scoped fixture is built once), then the tests marked `serial`, which need the whole machine,
+# one at a time. More workers than cores: most tests wait on a training subprocess. ARGS go to both parts.
+TEST_WORKERS ?= 3
+pytest_in_two_parts = status=0; \
+	$(BIN)/python -m pytest -m "($(1)) and not serial" -n $(TEST_WORKERS) --dist loadscope $(ARGS) \
+		|| { status=$$?; echo "make: the parallel part of the tests exited $$status"; }; \
+	$(BIN)/python -m pytest -m "($(1)) and serial" $(ARGS) \
+		|| { status=$$?; echo "make: the serial part of the tests exited $$status"; }; \
+	exit $$status
 
-test-all: setup  ## every test, the slow ones too
-	$(BIN)/python -m pytest $(ARGS)
+test: setup  ## the test suite CI runs (slow tests excluded): the parallel part, then the serial part
+	@$(call pytest_in_two_parts,not slow)
+
+test-gpu: setup  ## the CUDA subset (tests marked gpu); each skips where CUDA is missing
+	$(BIN)/python -m pytest -m gpu $(ARGS)
+
+test-all: setup  ## every test, the slow ones too (in the same two parts)
+	@$(call pytest_in_two_parts,slow or not slow)
 
 test-min: $(MIN_STAMP)  ## MIN_TESTS on the lowest allowed versions (ARGS, e.g. ARGS=tests/ for every test)
 	$(MIN_BIN)/python -m pytest -m "not slow" $(if $(ARGS),$(ARGS),$(MIN_TESTS))

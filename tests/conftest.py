@@ -1,14 +1,28 @@
-"""Shared test helpers: compose configs in-process, and run scripts/train.py as a user would."""
+"""Shared test helpers: compose configs in-process, and run scripts/train.py as a user would.
+
+How `make test` runs the tests (the Makefile's `test` target):
+1. every test not marked `serial` (nor `slow`), in parallel on pytest-xdist workers (`-n 3 --dist loadscope`:
+   a module's tests run on one worker, so a module-scoped fixture is built once). Such a test must not share
+   anything with another test: its files under ``tmp_path``, no fixed port, and it waits for the event it needs
+   (``wait_until``: a file written, a step reached), never a fixed sleep. Each worker's torch runs one thread.
+2. then the tests marked ``@pytest.mark.serial`` (or a module's ``pytestmark = pytest.mark.serial``), one at a
+   time: the ones that need the whole machine or a machine-wide resource (the SLURM cluster, DDP's processes,
+   benchmarks that time runs against each other).
+Session fixtures that train (``tiny_trained_run``, ``solved_run``) are built once for all workers (``built_once``).
+Tests marked ``gpu`` need CUDA and skip without it; `make test-gpu` runs only those.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
@@ -97,6 +111,17 @@ def _clear_hydra():
     GlobalHydra.instance().clear()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread_per_worker():
+    """Under pytest-xdist the workers share the cores: each computes in one thread instead of all of them
+    contending for every core."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
+    yield
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Tiny forward passes: one thread is fastest, and much faster on a busy machine."""
@@ -120,13 +145,30 @@ def small_filesystem(tmp_path):
     subprocess.run(["umount", str(mount_point)], check=True)
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """``build(dir)`` once for the whole `make test` run: pytest-xdist's workers share it (the first builds it
+    under a file lock, the others wait and reuse it); ``dir / "done"`` marks it complete."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    # Each worker's basetemp is <run's temp>/popen-gwN; their parent belongs to this run alone.
+    root = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
+    folder = root / name
+    with FileLock(str(root / f"{name}.lock")):
+        if not (folder / "done").is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed before
+            folder.mkdir()
+            build(folder)
+            (folder / "done").touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_trained_run(tmp_path_factory) -> Path:
     """One small trained run dir (default multihead model: 2 layers x 4 heads, task reverse; a few
     seconds), shared by every test that needs a checkpoint. Treat it as read-only."""
-    run_dir = tmp_path_factory.mktemp("tiny_trained_run") / "run"
-    run_train(run_dir, "max_steps=60", "task.train_size=256", "task.val_size=64", "~callbacks.attention_maps")
-    return run_dir
+    def build(folder: Path) -> None:
+        run_train(folder / "run", "max_steps=60", "task.train_size=256", "task.val_size=64",
+                  "~callbacks.attention_maps")
+    return built_once(tmp_path_factory, "tiny_trained_run", build) / "run"
 
 
 # The default experiment (`python scripts/train.py`) must reach >= 0.99 validation sequence accuracy well
@@ -152,10 +194,10 @@ def solved_run(tmp_path_factory) -> Path:
     """The default experiment (multihead, 2 layers x 4 heads, task reverse, attention maps on) trained
     until validation reaches SOLVED_AT, shared by the end-to-end, event-file and TensorBoard-server tests.
     Treat it as read-only."""
-    run_dir = tmp_path_factory.mktemp("solved_run") / "run"
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in SINGLE_THREAD_ENV.items():
-            mp.setenv(key, value)
-        run_train(run_dir, f"max_steps={SOLVED_RUN_MAX_STEPS}", "log_attention_every_n_steps=50",
-                  f"callbacks.early_stopping.stopping_threshold={SOLVED_AT - 1e-4}", timeout=600)
-    return run_dir
+    def build(folder: Path) -> None:
+        with pytest.MonkeyPatch.context() as mp:
+            for key, value in SINGLE_THREAD_ENV.items():
+                mp.setenv(key, value)
+            run_train(folder / "run", f"max_steps={SOLVED_RUN_MAX_STEPS}", "log_attention_every_n_steps=50",
+                      f"callbacks.early_stopping.stopping_threshold={SOLVED_AT - 1e-4}", timeout=600)
+    return built_once(tmp_path_factory, "solved_run", build) / "run"

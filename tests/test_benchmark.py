@@ -81,6 +81,7 @@ def quick(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict, Path]:
     return proc, json.loads(files[0].read_text()), out_dir
 
 
+@pytest.mark.serial  # the quick benchmark times runs against each other: alone, after the parallel tests
 def test_quick_produces_every_row(quick):
     _, result, _ = quick
     assert result["errors"] == []
@@ -95,6 +96,7 @@ def test_quick_produces_every_row(quick):
     assert all(row["ok"] in (True, False) for row in result["targets"])  # measured; pass or miss not checked
 
 
+@pytest.mark.serial
 def test_quick_records_machine_command_and_runs(quick):
     _, result, _ = quick
     assert result["command"] == f"python scripts/benchmark.py --quick --out-dir {quick[2]}"
@@ -112,6 +114,7 @@ def test_quick_records_machine_command_and_runs(quick):
     assert maps_on["final_validation_s"] > ablation_off["final_validation_s"] > 0
 
 
+@pytest.mark.serial
 def test_quick_prints_tables(quick):
     proc, _, _ = quick
     for title in ("A. Attention kernels", "B. Training throughput", "C. Attention-map logging overhead",

@@ -70,6 +70,7 @@ SUBPROCESS_CASES = {
 }
 
 
+@pytest.mark.serial  # timed (MAX_REJECT_SECONDS): alone, after the parallel tests
 @pytest.mark.parametrize("overrides, fragments", SUBPROCESS_CASES.values(), ids=SUBPROCESS_CASES.keys())
 def test_bad_setting_is_one_line(tmp_path, overrides, fragments):
     proc, elapsed, run_dir = reject(tmp_path, *overrides)
@@ -78,6 +79,7 @@ def test_bad_setting_is_one_line(tmp_path, overrides, fragments):
     assert not run_dir.exists(), "a rejected config must leave no run dir behind"
 
 
+@pytest.mark.serial
 def test_bad_corpus_is_one_line(tmp_path):
     corpus = write_corpus(tmp_path, "caf\xe9 au lait\n".encode("latin-1"))
     proc, elapsed, run_dir = reject(tmp_path, f"task.corpus={corpus}")

@@ -169,6 +169,7 @@ def test_quick_double_ctrl_c_is_recorded(tmp_path):
     assert json.loads((run_dir / "run_info.json").read_text())["status"] == "interrupted"
 
 
+@pytest.mark.serial  # a 150,000-sequence validation within the 300 s the signal's effect is given
 def test_sigterm_during_the_final_validation_is_recorded(tmp_path):
     run_dir = tmp_path / "run"
     # No validation during training, and a large validation set: the final validation takes a while.

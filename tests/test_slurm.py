@@ -18,8 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env
+
+# One cluster for the whole machine, and jobs that need its cores: run after the parallel tests (conftest.py).
+pytestmark = pytest.mark.serial
 
 SLURM_DIR = ROOT / "scripts" / "slurm"
 STATE_DIR = Path(os.environ.get("ATTENTION_LAB_SLURM_DIR", "/tmp/attention-lab-slurm"))
@@ -29,6 +33,7 @@ TINY = ["model=self", "max_steps=30", "task.train_size=256", "task.val_size=64",
 # Trains until a signal stops it: no early stopping, more steps than any test waits for.
 ENDLESS = ["model=self", "max_steps=1000000", "task.train_size=256", "task.val_size=64",
            "~callbacks.attention_maps", "~callbacks.early_stopping"]
+CLUSTER_WAIT_S = 1800  # another suite's SLURM tests take a few minutes
 SWEEP_TIMEOUT = 180  # seconds; submitit notices a job that ended without a result within half the job's age
 
 
@@ -59,7 +64,10 @@ def cluster():
         if in_ci():
             pytest.fail(f"{reason}: required in CI")
         pytest.skip(reason)
-    with pytest.MonkeyPatch.context() as mp:
+    # One test suite at a time uses the cluster (two `make test` side by side): the other waits here, so that
+    # neither stops the cluster under the other's jobs.
+    with FileLock(str(STATE_DIR.parent / f"{STATE_DIR.name}.lock"), timeout=CLUSTER_WAIT_S), \
+            pytest.MonkeyPatch.context() as mp:
         mp.setenv("SLURM_CONF", str(STATE_DIR / "slurm.conf"))  # whether or not /etc/slurm/slurm.conf is ours
         running = cluster_running()
         subprocess.run([SLURM_DIR / "up.sh"], check=True, timeout=120)
@@ -125,7 +133,7 @@ def cancel(ids: list[str]) -> None:
         subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)  # not the wait for the cluster
 def test_a_sweep_runs_its_jobs_through_sbatch(tmp_path: Path):
     sweep_dir = tmp_path / "sweep"
     sweep = start_sweep(sweep_dir, *TINY, "model=self,multihead")
@@ -153,7 +161,7 @@ def test_a_sweep_runs_its_jobs_through_sbatch(tmp_path: Path):
         assert list(job_dir.glob("tensorboard/**/events.out.tfevents.*"))
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)
 def test_cancelled_and_warned_jobs_are_recorded_and_their_sweep_ends(tmp_path: Path):
     """`scancel`: SIGTERM (SIGKILL after KillWait). `scancel --signal=USR2`: submitit's warning, which SLURM sends
     `signal_delay_s` before a job's time limit. Either run stops at the end of a step, and the sweep ends."""
@@ -189,7 +197,7 @@ def checkpoint_step(path: Path) -> int:
     return int(torch.load(path, map_location="cpu", weights_only=True)["global_step"])
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(420, func_only=True)
 def test_a_job_past_its_time_limit_is_recorded_and_resumes(tmp_path: Path):
     """The shortest SLURM time limit, a minute; submitit's early warning (SIGUSR2) off, so that SLURM's own
     SIGTERM at the limit stops the run (SLURM enforces limits every 30 s: it comes within 60-90 s)."""
@@ -215,7 +223,7 @@ def test_a_job_past_its_time_limit_is_recorded_and_resumes(tmp_path: Path):
     assert summary_row(sweep_dir, 0)["status"] == "ok"
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300, func_only=True)
 def test_ddp_over_two_slurm_tasks_gives_the_metrics_of_one_process(tmp_path: Path):
     sweep_dir = tmp_path / "sweep"
     ddp = ["trainer=ddp_sim", "trainer.strategy=ddp", "hydra.launcher.tasks_per_node=2"]
