@@ -26,6 +26,11 @@ MIN_TESTS ?= tests/test_configs.py tests/test_train.py tests/test_hparams.py tes
 # (after a one-line note). torch is the wheel pip itself picks for TORCH_SPEC/TORCH_INDEX under this machine's pip
 # configuration (its find-links, indexes, constraints), handed to uv by that wheel's URL: uv reads no pip
 # configuration, and to uv a bare `torch==X` means PyPI's build with GBs of CUDA packages.
+#
+# uv writes no bytecode unless asked (pip does). Python caches it at first import, except where
+# PYTHONDONTWRITEBYTECODE is set: there every start would compile torch and lightning anew (12 s instead of 5 s
+# for `import torch, lightning, hydra` here), so uv compiles at install (setup 27 s instead of 12 s, once).
+UV_COMPILE := $(if $(PYTHONDONTWRITEBYTECODE),--compile-bytecode)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --dry-run --ignore-installed --no-deps --report $(VENV)/torch.json \
@@ -37,7 +42,7 @@ $(STAMP): pyproject.toml Makefile
 	elif $(BIN)/python -m pip install -q uv >/dev/null 2>&1; then uv="$(BIN)/python -m uv"; \
 	else uv=; note="uv could not be installed"; fi; \
 	if [ -n "$$uv" ]; then \
-		$$uv pip install -q --python $(BIN)/python -r $(VENV)/torch.txt -e ".[sweeps,dev]" || { uv=; note="uv failed"; }; \
+		$$uv pip install -q $(UV_COMPILE) --python $(BIN)/python -r $(VENV)/torch.txt -e ".[sweeps,dev]" || { uv=; note="uv failed"; }; \
 	fi; \
 	if [ -z "$$uv" ]; then \
 		echo "note: $$note: installing with pip (minutes, not seconds)"; \
