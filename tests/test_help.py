@@ -75,6 +75,18 @@ def test_every_group_a_user_chooses_is_listed_with_its_options(help_text: str):
         assert group_options(group) <= listed[group], (group, group_options(group) - listed[group])
 
 
+def test_every_listed_launcher_exists(help_text: str):
+    """The launchers come from the project and from installed plugins: each one listed is one Hydra accepts."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    entry = help_text[help_text.index("hydra/launcher"):help_text.index("== Knobs")]
+    listed = set(re.findall(r"\w+", entry.split(":", 1)[1]))
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        known = set(GlobalHydra.instance().config_loader().get_group_options("hydra/launcher"))
+    assert listed and listed <= known, listed - known
+
+
 def test_nothing_internal_and_short(help_text: str):
     assert "_schema" not in help_text and "${" not in help_text and "_target_" not in help_text
     assert "--cfg job" in help_text and "--hydra-help" in help_text
