@@ -147,24 +147,18 @@ class AttentionMapLogger(L.Callback):
             return
         predictions_done = step == self.last_logged_step
         self.last_logged_step, self.last_images = step, images
-        maps = self.heatmaps(pl_module, step) if images else []
-        query_words, words = self.query_words(pl_module), self.known_words(pl_module)
+        words = [w if w in pl_module.vocab else UNK for w in self.probe_words]
+        maps = self.heatmaps(pl_module, words, step) if images else []
+        query_words = [f"out{i}" for i in range(len(words))] if pl_module.model.encoder_decoder else words
         predictions = None if predictions_done else self.predictions_table(trainer, pl_module)
         if self.worker is None:
             self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-maps")
         self.pending = [f for f in self.pending if not f.done() or f.exception() is not None]
         self.pending.append(self.worker.submit(self.write, writer, maps, query_words, words, predictions, step))
 
-    def known_words(self, pl_module: AttentionLitModule) -> list[str]:
-        return [w if w in pl_module.vocab else UNK for w in self.probe_words]
-
-    def query_words(self, pl_module: AttentionLitModule) -> list[str]:
-        words = self.known_words(pl_module)
-        return [f"out{i}" for i in range(len(words))] if pl_module.model.encoder_decoder else words
-
-    def heatmaps(self, pl_module: AttentionLitModule, step: int) -> list[tuple[str, str, np.ndarray]]:
-        """(tag, title, weights) of every layer and head for the probe."""
-        _, weights = pl_module.predict_words([self.known_words(pl_module)])
+    def heatmaps(self, pl_module: AttentionLitModule, words: list[str], step: int) -> list[tuple[str, str, np.ndarray]]:
+        """(tag, title, weights) of every layer and head for the probe's ``words``."""
+        _, weights = pl_module.predict_words([words])
         return [(f"attention/layer{layer}/head{head}",
                  run_title(self.run_name, f"layer {layer}, head {head} · step {step}"), head_weights)
                 for layer, layer_weights in enumerate(weights)
