@@ -88,9 +88,9 @@ def script_env() -> dict[str, str]:
 
 
 def run_script(script: Path | str, *args: str, cwd: Path | None = None, timeout: float = 300,
-               check: bool = False) -> subprocess.CompletedProcess:
-    """Run a script of scripts/ in a subprocess; output captured as text."""
-    proc = subprocess.run([sys.executable, str(script), *args], cwd=cwd or ROOT, env=script_env(),
+               check: bool = False, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run a script of scripts/ in a subprocess (in ``env``, default :func:`script_env`); output captured as text."""
+    proc = subprocess.run([sys.executable, str(script), *args], cwd=cwd or ROOT, env=env or script_env(),
                           capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{script} {' '.join(args)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

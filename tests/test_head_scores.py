@@ -138,6 +138,22 @@ def test_during_training_only_every_n_steps(tmp_path):
     assert [image.step for image in events.Images("head_score/self")] == [200]
 
 
+def test_by_default_only_the_final_validation_is_drawn(tmp_path):
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
+    trainer = SimpleNamespace(loggers=[logger], global_step=200, sanity_checking=False, state=SimpleNamespace(fn="fit"),
+                              callback_metrics={"head_score/self/layer0/head0": torch.tensor(0.5)})
+    callback = HeadScoreMaps()
+    callback.on_validation_end(trainer, None)  # a validation during training: scalars only
+    trainer.global_step, trainer.state = 250, FINAL_VALIDATION
+    callback.on_validation_end(trainer, None)
+    logger.experiment.flush()
+    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
+    events.Reload()
+    assert [image.step for image in events.Images("head_score/self")] == [250]
+
+
 def test_callback_draws_one_heatmap_per_logged_kind(tmp_path):
     from lightning.pytorch.loggers import TensorBoardLogger
 

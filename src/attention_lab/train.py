@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -97,12 +98,17 @@ def check_stop(stop: StopSignals, trainer: L.Trainer, graceful: GracefulStop) ->
 def quiet_console() -> None:
     """One line per message, and only the run's own: Lightning's package logger prints to the console itself
     as well as through the root logger that Hydra configured (every line twice), its Trainer announces the
-    devices it did not find and tips at INFO, and torch warns Lightning about a deprecated call."""
+    devices it did not find and tips at INFO, and torch warns Lightning about a deprecated call. Where srun is
+    installed, Lightning warns (a PossibleUserWarning, at the Trainer, at fit and at validate) that a run started
+    without it may hang: a hint for a SLURM allocation, noise outside one (no SLURM_JOB_ID). Inside one it stays:
+    the lab's SLURM jobs come through submitit, which starts them with srun."""
     lightning = logging.getLogger("lightning")
     for handler in list(lightning.handlers):
         lightning.removeHandler(handler)  # its records still reach Hydra's console and train.log
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"lightning\.")
+    if "SLURM_JOB_ID" not in os.environ:
+        warnings.simplefilter("ignore", PossibleUserWarning)
 
 
 def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
@@ -127,14 +133,10 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
     checkpoint = resume_checkpoint(output_dir) if cfg.get("resume") else None
     datamodule.setup("fit")  # the batches of an epoch, for the progress bar's epoch count (Trainer.fit reuses them)
     max_epochs = epochs_for_steps(cfg.trainer, len(datamodule.train_dataloader()), resuming=checkpoint is not None)
-    with warnings.catch_warnings():
-        # On a machine with SLURM installed, the Trainer hints at `srun` when it is built by a run started without
-        # it; the lab's SLURM jobs come through submitit, which starts them with srun.
-        warnings.simplefilter("ignore", PossibleUserWarning)
-        trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, accelerator=accelerator, callbacks=callbacks,
-                                                     logger=instantiate_all(cfg.get("logger")) or False,
-                                                     plugins=[AtomicCheckpointIO()],
-                                                     **({"max_epochs": max_epochs} if max_epochs else {}))
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, accelerator=accelerator, callbacks=callbacks,
+                                                 logger=instantiate_all(cfg.get("logger")) or False,
+                                                 plugins=[AtomicCheckpointIO()],
+                                                 **({"max_epochs": max_epochs} if max_epochs else {}))
     if checkpoint is not None:
         log.info("resuming %s from %s", output_dir, checkpoint)
     elif cfg.get("resume"):

@@ -34,12 +34,13 @@ def score_image(grid: list[list[float]], kind: str, step: int, run_name: str = "
 
 
 class HeadScoreMaps(L.Callback):
-    """Draws the head scores and ablations of the validation after every ``every_n_steps`` training steps (the
-    cadence of the attention maps: drawing costs more than the validation itself) and of the final validation;
-    nothing without a TensorBoard logger. ``kinds``: score kinds (``induction``) or families
-    (``ablation/zero/loss``); default every family but the entropy."""
+    """Draws the head scores and ablations of the final validation, and with ``every_n_steps`` those of the
+    validation after every that many training steps too (drawing costs more than the validation itself; the
+    scalars hold every validation's values); nothing without a TensorBoard logger. ``kinds``: score kinds
+    (``induction``) or families (``ablation/zero/loss``); default every family but the entropy."""
 
-    def __init__(self, kinds: tuple[str, ...] | list[str] = DRAWN, every_n_steps: int = 200, run_name: str = "") -> None:
+    def __init__(self, kinds: tuple[str, ...] | list[str] = DRAWN, every_n_steps: int | None = None,
+                 run_name: str = "") -> None:
         self.families = tuple(k if k in FAMILIES else f"head_score/{k}" for k in kinds)
         self.run_name = run_name  # in every title: which config a map belongs to
         self.every_n_steps = every_n_steps
@@ -51,7 +52,7 @@ class HeadScoreMaps(L.Callback):
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        if trainer.state.fn == "fit" and trainer.global_step % self.every_n_steps:
+        if trainer.state.fn == "fit" and (self.every_n_steps is None or trainer.global_step % self.every_n_steps):
             return
         writer = next((logger.experiment for logger in trainer.loggers if isinstance(logger, TensorBoardLogger)), None)
         if writer is None:
