@@ -2,6 +2,10 @@
 # The torch wheel is pinned through TORCH_SPEC so that no installer pulls a multi-GB CUDA build by accident;
 # users with GPUs override it, e.g.
 #   make setup TORCH_SPEC="torch==2.5.1" TORCH_INDEX="--index-url https://download.pytorch.org/whl/cu124"
+# What make runs writes bytecode, as Python does by default, also where PYTHONDONTWRITEBYTECODE is set: without it
+# every start compiles torch and Lightning anew (`import torch, lightning, hydra`: 12 s instead of 5 s). The first
+# run's imports write it into .venv (and __pycache__/ beside the lab's sources, ignored by git), once.
+unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
@@ -22,31 +26,38 @@ MIN_TESTS ?= tests/test_configs.py tests/test_train.py tests/test_hparams.py tes
 .PHONY: setup train tensorboard test test-gpu test-all test-min lint reproduce bench slurm-up slurm-down clean
 
 # The installer is uv (the one on PATH, else `pip install uv` into the venv): it resolves, downloads and links in
-# parallel, many times faster than pip. Without uv, when it fails, or with INSTALLER=pip, pip installs the same
-# (after a one-line note). torch is the wheel pip itself picks for TORCH_SPEC/TORCH_INDEX under this machine's pip
+# parallel, many times faster than pip. Without uv, when it fails, or with INSTALLER=pip, pip installs the same (after
+# a one-line note). torch is the wheel pip itself picks for TORCH_SPEC/TORCH_INDEX under this machine's pip
 # configuration (its find-links, indexes, constraints), handed to uv by that wheel's URL: uv reads no pip
-# configuration, and to uv a bare `torch==X` means PyPI's build with GBs of CUDA packages.
+# configuration, and to uv a bare `torch==X` means PyPI's build with GBs of CUDA packages. Picking torch's wheel and
+# installing uv run side by side.
 #
-# uv writes no bytecode unless asked (pip does). Python caches it at first import, except where
-# PYTHONDONTWRITEBYTECODE is set: there every start would compile torch and lightning anew (12 s instead of 5 s
-# for `import torch, lightning, hydra` here), so uv compiles at install (setup 27 s instead of 12 s, once).
-UV_COMPILE := $(if $(PYTHONDONTWRITEBYTECODE),--compile-bytecode)
+# The venv gets no pip of its own where the interpreter's pip can install into it (pip's --python, pip >= 22.3):
+# seeding pip costs 5 s.
 $(STAMP): pyproject.toml Makefile
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --dry-run --ignore-installed --no-deps --report $(VENV)/torch.json \
-		"$(TORCH_SPEC)" $(TORCH_INDEX)
-	$(BIN)/python -c "import json, sys; [wheel] = json.load(sys.stdin)['install']; \
-		print(wheel['metadata']['name'], '@', wheel['download_info']['url'])" < $(VENV)/torch.json > $(VENV)/torch.txt
-	@if [ "$(INSTALLER)" != uv ]; then uv=; note="INSTALLER=$(INSTALLER)"; \
+	@echo "setting up $(VENV) ..."
+	@set -e; \
+	if ! test -x $(BIN)/python; then \
+		if $(PYTHON) -m pip --python $(PYTHON) --version >/dev/null 2>&1; then $(PYTHON) -m venv --without-pip $(VENV); \
+		else $(PYTHON) -m venv $(VENV); fi; \
+	fi; \
+	if $(BIN)/python -m pip --version >/dev/null 2>&1; then pip="$(BIN)/python -m pip"; \
+	else pip="$(PYTHON) -m pip --python $(BIN)/python"; fi; \
+	$$pip install -q --dry-run --ignore-installed --no-deps --report $(VENV)/torch.json "$(TORCH_SPEC)" $(TORCH_INDEX) & \
+	torch_pick=$$!; \
+	if [ "$(INSTALLER)" != uv ]; then uv=; note="INSTALLER=$(INSTALLER)"; \
 	elif command -v uv >/dev/null; then uv=uv; \
-	elif $(BIN)/python -m pip install -q uv >/dev/null 2>&1; then uv="$(BIN)/python -m uv"; \
+	elif $$pip install -q uv >/dev/null 2>&1; then uv="$(BIN)/python -m uv"; \
 	else uv=; note="uv could not be installed"; fi; \
+	wait $$torch_pick; \
+	$(BIN)/python -c "import json, sys; [wheel] = json.load(sys.stdin)['install']; \
+		print(wheel['metadata']['name'], '@', wheel['download_info']['url'])" < $(VENV)/torch.json > $(VENV)/torch.txt; \
 	if [ -n "$$uv" ]; then \
-		$$uv pip install -q $(UV_COMPILE) --python $(BIN)/python -r $(VENV)/torch.txt -e ".[sweeps,dev]" || { uv=; note="uv failed"; }; \
+		$$uv pip install -q --python $(BIN)/python -r $(VENV)/torch.txt -e ".[sweeps,dev]" || { uv=; note="uv failed"; }; \
 	fi; \
 	if [ -z "$$uv" ]; then \
 		echo "note: $$note: installing with pip (minutes, not seconds)"; \
-		$(BIN)/python -m pip install -q -r $(VENV)/torch.txt && $(BIN)/python -m pip install -q -e ".[sweeps,dev]"; \
+		$$pip install -q -r $(VENV)/torch.txt && $$pip install -q -e ".[sweeps,dev]"; \
 	fi
 	touch $(STAMP)
 

@@ -120,53 +120,55 @@ def test_score_grid_is_layers_by_heads():
 
 
 FINAL_VALIDATION = SimpleNamespace(fn="validate")  # trainer.validate() after training: always drawn
+DURING_TRAINING = SimpleNamespace(fn="fit")
+
+
+def tensorboard_logger(tmp_path):
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    return TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
+
+
+def one_score_trainer(logger, step: int, state, sanity_checking: bool = False) -> SimpleNamespace:
+    """What the callback reads of a trainer: one head's self score of 0.5 logged at ``step``."""
+    return SimpleNamespace(loggers=[logger], global_step=step, sanity_checking=sanity_checking, state=state,
+                           callback_metrics={"head_score/self/layer0/head0": torch.tensor(0.5)})
+
+
+def written_events(logger) -> EventAccumulator:
+    logger.experiment.flush()
+    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
+    events.Reload()
+    return events
 
 
 def test_during_training_only_every_n_steps(tmp_path):
-    from lightning.pytorch.loggers import TensorBoardLogger
-
-    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
-    trainer = SimpleNamespace(loggers=[logger], global_step=50, sanity_checking=False, state=SimpleNamespace(fn="fit"),
-                              callback_metrics={"head_score/self/layer0/head0": torch.tensor(0.5)})
+    logger = tensorboard_logger(tmp_path)
+    trainer = one_score_trainer(logger, 50, DURING_TRAINING)
     callback = HeadScoreMaps(every_n_steps=200)
     for step in (50, 100, 200, 250):
         trainer.global_step = step
         callback.on_validation_end(trainer, None)
-    logger.experiment.flush()
-    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
-    events.Reload()
-    assert [image.step for image in events.Images("head_score/self")] == [200]
+    assert [image.step for image in written_events(logger).Images("head_score/self")] == [200]
 
 
 def test_by_default_only_the_final_validation_is_drawn(tmp_path):
-    from lightning.pytorch.loggers import TensorBoardLogger
-
-    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
-    trainer = SimpleNamespace(loggers=[logger], global_step=200, sanity_checking=False, state=SimpleNamespace(fn="fit"),
-                              callback_metrics={"head_score/self/layer0/head0": torch.tensor(0.5)})
+    logger = tensorboard_logger(tmp_path)
     callback = HeadScoreMaps()
-    callback.on_validation_end(trainer, None)  # a validation during training: scalars only
-    trainer.global_step, trainer.state = 250, FINAL_VALIDATION
-    callback.on_validation_end(trainer, None)
-    logger.experiment.flush()
-    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
-    events.Reload()
-    assert [image.step for image in events.Images("head_score/self")] == [250]
+    callback.on_validation_end(one_score_trainer(logger, 200, DURING_TRAINING), None)  # its scalars only
+    callback.on_validation_end(one_score_trainer(logger, 250, FINAL_VALIDATION), None)
+    assert [image.step for image in written_events(logger).Images("head_score/self")] == [250]
 
 
 def test_callback_draws_one_heatmap_per_logged_kind(tmp_path):
-    from lightning.pytorch.loggers import TensorBoardLogger
-
-    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
+    logger = tensorboard_logger(tmp_path)
     metrics = {f"head_score/{kind}/layer{layer}/head{h}": torch.tensor(value)
                for kind, value in (("self", 1.0), ("previous_token", 0.0))
                for layer in range(2) for h in range(3)}
     trainer = SimpleNamespace(loggers=[logger], global_step=7, sanity_checking=False, state=FINAL_VALIDATION,
                               callback_metrics={**metrics, "val/loss": torch.tensor(0.5)})
     HeadScoreMaps().on_validation_end(trainer, None)
-    logger.experiment.flush()
-    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
-    events.Reload()
+    events = written_events(logger)
     assert set(events.Tags()["images"]) == {"head_score/self", "head_score/previous_token"}
     self_image = events.Images("head_score/self")
     assert [image.step for image in self_image] == [7]
@@ -180,33 +182,20 @@ def test_callback_draws_one_heatmap_per_logged_kind(tmp_path):
 
 
 def test_callback_does_nothing_while_sanity_checking(tmp_path):
-    from lightning.pytorch.loggers import TensorBoardLogger
-
-    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
-    trainer = SimpleNamespace(loggers=[logger], global_step=0, sanity_checking=True, state=FINAL_VALIDATION,
-                              callback_metrics={"head_score/self/layer0/head0": torch.tensor(1.0)})
-    HeadScoreMaps().on_validation_end(trainer, None)
-    logger.experiment.flush()
-    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
-    events.Reload()
-    assert events.Tags()["images"] == []
+    logger = tensorboard_logger(tmp_path)
+    HeadScoreMaps().on_validation_end(one_score_trainer(logger, 0, FINAL_VALIDATION, sanity_checking=True), None)
+    assert written_events(logger).Tags()["images"] == []
 
 
 def test_the_same_step_is_drawn_once(tmp_path):
-    from lightning.pytorch.loggers import TensorBoardLogger
-
-    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
-    trainer = SimpleNamespace(loggers=[logger], global_step=5, sanity_checking=False, state=FINAL_VALIDATION,
-                              callback_metrics={"head_score/self/layer0/head0": torch.tensor(0.5)})
+    logger = tensorboard_logger(tmp_path)
+    trainer = one_score_trainer(logger, 5, FINAL_VALIDATION)
     callback = HeadScoreMaps()
     callback.on_validation_end(trainer, None)
     callback.on_validation_end(trainer, None)  # the final validation after training: the same step
     trainer.global_step = 9
     callback.on_validation_end(trainer, None)
-    logger.experiment.flush()
-    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
-    events.Reload()
-    assert [image.step for image in events.Images("head_score/self")] == [5, 9]
+    assert [image.step for image in written_events(logger).Images("head_score/self")] == [5, 9]
 
 
 @pytest.mark.parametrize("model", ["multihead", "cross"])

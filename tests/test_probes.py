@@ -11,7 +11,8 @@ from omegaconf import OmegaConf
 
 from attention_lab.config import TaskConfig, typed
 from attention_lab.data.corpus import Vocabulary, read_sentences, tokenize
-from attention_lab.review.visualize import DEFAULT_TEXT, run_probe, visualize
+from attention_lab.data.probe import EXAMPLE_TEXT
+from attention_lab.review.visualize import run_probe, visualize
 from conftest import compose_config, run_train
 
 SENTENCES = [tokenize(sentence) for sentence in read_sentences()]
@@ -79,9 +80,9 @@ def test_visualize_defaults_to_the_runs_probe():
     assert run_probe(record) == "Life is short eat dessert first Your journey Your dessert"
     record.probe = "Attention Is All You Need"
     assert run_probe(record) == "Attention Is All You Need"
-    assert run_probe(OmegaConf.create({"seed": 0})) == DEFAULT_TEXT  # a record without a task
+    assert run_probe(OmegaConf.create({"seed": 0})) == EXAMPLE_TEXT  # a record without a task
     record.probe, record.task.corpus = None, "/nonexistent/corpus.txt"
-    assert run_probe(record) == DEFAULT_TEXT  # the corpus is gone: the default text, with a warning
+    assert run_probe(record) == EXAMPLE_TEXT  # the corpus is gone: the default text, with a warning
 
 
 def test_a_trained_run_logs_its_tasks_probe(tmp_path):

@@ -11,6 +11,9 @@ from attention_lab.config import TaskConfig, typed
 from attention_lab.data.corpus import Vocabulary, read_sentences
 from attention_lab.data.tasks import build_task
 
+# Chapter 3's sentence: visualize.py's text for a run record without a task, and the end-of-run note's example.
+EXAMPLE_TEXT = "Your journey starts with one step"
+
 
 def task_probe(probe: str | None, task: TaskConfig | Mapping[str, Any]) -> str:
     """``probe`` when given, else the task's probe as a sentence (its words joined by spaces)."""

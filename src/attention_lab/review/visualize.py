@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf.errors import OmegaConfBaseException
 
-from attention_lab.data.probe import task_probe
+from attention_lab.data.probe import EXAMPLE_TEXT, task_probe
 from attention_lab.errors import ConfigError
 from attention_lab.review.attention_maps import AttentionMaps
 from attention_lab.review.cli import ReviewError, output_dir
@@ -23,22 +23,20 @@ from attention_lab.run.files import tensorboard_dir
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TEXT = "Your journey starts with one step"
-
 
 def run_probe(config: Mapping[str, Any]) -> str:
-    """The probe a run showed: its ``probe``, else (``probe=null``) its task's probe; DEFAULT_TEXT for a record
+    """The probe a run showed: its ``probe``, else (``probe=null``) its task's probe; EXAMPLE_TEXT for a record
     without a task, or whose task's corpus can no longer be read."""
     probe, task = config.get("probe"), config.get("task")
     if isinstance(probe, str):
         return probe
     if probe is not None or not isinstance(task, Mapping):  # a record this lab did not write
-        return DEFAULT_TEXT
+        return EXAMPLE_TEXT
     try:
         return task_probe(None, task)
     except (ConfigError, OmegaConfBaseException) as error:
-        log.warning("warning: the run's task probe cannot be rebuilt (%s); showing %r instead", error, DEFAULT_TEXT)
-        return DEFAULT_TEXT
+        log.warning("warning: the run's task probe cannot be rebuilt (%s); showing %r instead", error, EXAMPLE_TEXT)
+        return EXAMPLE_TEXT
 
 
 def slugify(text: str, max_len: int = 40) -> str:

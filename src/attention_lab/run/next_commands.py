@@ -6,12 +6,14 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from attention_lab.data.probe import EXAMPLE_TEXT
+
 
 def tensorboard_command(run_dir: Path) -> str:
     """TensorBoard on this run alone, every logged step kept (scripts/start_tensorboard.py)."""
     return f"python scripts/start_tensorboard.py {shlex.quote(str(run_dir))}"
 
 
-def visualize_command(run_dir: Path, text: str = "Your journey starts with one step") -> str:
+def visualize_command(run_dir: Path, text: str = EXAMPLE_TEXT) -> str:
     """Attention maps of any sentence through this run's model (scripts/visualize.py: the run dir, then --text)."""
     return shlex.join(["python", "scripts/visualize.py", str(run_dir), "--text", text])
