@@ -15,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.path import Path
 
 from attention_lab.data.corpus import PAD_ID, UNK, tokenize
+from attention_lab.data.probe import probe_axes
 from attention_lab.plotting import attention_figure, label_path, run_title, weight_label
 
 if TYPE_CHECKING:
@@ -147,9 +148,8 @@ class AttentionMapLogger(L.Callback):
             return
         predictions_done = step == self.last_logged_step
         self.last_logged_step, self.last_images = step, images
-        words = [w if w in pl_module.vocab else UNK for w in self.probe_words]
+        query_words, words = probe_axes(self.probe_words, pl_module.vocab, pl_module.model.encoder_decoder)
         maps = self.heatmaps(pl_module, words, step) if images else []
-        query_words = [f"out{i}" for i in range(len(words))] if pl_module.model.encoder_decoder else words
         predictions = None if predictions_done else self.predictions_table(trainer, pl_module)
         if self.worker is None:
             self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-maps")

@@ -13,7 +13,8 @@ from lightning.pytorch.utilities import rank_zero_only
 from tensorboard.compat.proto import event_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-from attention_lab.data.corpus import UNK, tokenize
+from attention_lab.data.corpus import tokenize
+from attention_lab.data.probe import probe_axes
 from attention_lab.tensorboard_plugin.summary import WordLayout, probe_summary
 
 if TYPE_CHECKING:
@@ -60,14 +61,12 @@ class AttentionSummaryLogger(L.Callback):
         if log_dir is None or step == self.last_logged_step or not self.probe_words:
             return
         self.last_logged_step = step
-        words = [w if w in pl_module.vocab else UNK for w in self.probe_words]
+        query_words, words = probe_axes(self.probe_words, pl_module.vocab, pl_module.model.encoder_decoder)
         # The weights come from the path the map logger and visualize.py use (the module's predict_words).
         _, weights = pl_module.predict_words([words])
         if not weights:
             return
-        encoder_decoder = bool(pl_module.model.encoder_decoder)
-        query_words = [f"out{i}" for i in range(len(words))] if encoder_decoder else words
-        layout = WordLayout(query_words, words, "output position" if encoder_decoder else "query")
+        layout = WordLayout(query_words, words, "output position" if pl_module.model.encoder_decoder else "query")
         stacked = np.stack([w[0].detach().float().cpu().numpy() for w in weights])  # (layers, heads, Tq, Tk)
         if self.writer is None:
             self.writer = EventFileWriter(log_dir, filename_suffix=".attention")

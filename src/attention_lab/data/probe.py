@@ -4,11 +4,11 @@ that shows the task's mechanism (:meth:`attention_lab.data.tasks.base.Task.probe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from attention_lab.config import TaskConfig, typed
-from attention_lab.data.corpus import Vocabulary, read_sentences
+from attention_lab.data.corpus import UNK, Vocabulary, read_sentences
 from attention_lab.data.tasks import build_task
 
 # Chapter 3's sentence: visualize.py's text for a run record without a task, and the end-of-run note's example.
@@ -23,3 +23,10 @@ def task_probe(probe: str | None, task: TaskConfig | Mapping[str, Any]) -> str:
     sentences = read_sentences(config.corpus)
     vocab = Vocabulary.for_task(sentences, config.words)
     return " ".join(build_task(config.name).probe(vocab, sentences, config))
+
+
+def probe_axes(words: Sequence[str], vocab: Sequence[str], encoder_decoder: bool) -> tuple[list[str], list[str]]:
+    """A probe's words as a model reads them (unknown ones as <unk>), for the axes of its maps: (queries, keys).
+    An encoder-decoder's queries are its output positions."""
+    keys = [w if w in vocab else UNK for w in words]
+    return [f"out{i}" for i in range(len(keys))] if encoder_decoder else keys, keys
