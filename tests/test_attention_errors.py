@@ -213,6 +213,7 @@ def test_multihead_concat_d_out_for_names_num_heads():
     with pytest.raises(AttentionArgumentError, match=r"num_heads \(5\) must divide d_model \(12\)") as error:
         cls.d_out_for(12, 5)
     assert (error.value.argument, error.value.value) == ("num_heads", 5)
+    assert error.value.allowed == "a divisor of d_model=12: 1, 2, 3, 4, 6 or 12"  # what to choose instead
 
 
 def test_error_keeps_its_fields_through_pickle():
@@ -221,4 +222,4 @@ def test_error_keeps_its_fields_through_pickle():
     copy = pickle.loads(pickle.dumps(error.value))
     assert type(copy) is AttentionArgumentError
     assert (copy.argument, copy.value, copy.allowed, str(copy)) == (
-        "kv_heads", 3, "a divisor of num_heads (4)", str(error.value))
+        "kv_heads", 3, "a divisor of num_heads (4): 1, 2 or 4", str(error.value))

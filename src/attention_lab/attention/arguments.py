@@ -22,6 +22,12 @@ def either(names: Iterable[str]) -> str:
     return " or ".join(quoted) if len(quoted) < 3 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
+def divisors(number: int) -> str:
+    """'1, 2, 3 or 6' for 6."""
+    found = [str(d) for d in range(1, number + 1) if number % d == 0]
+    return " or ".join(found) if len(found) < 3 else f"{', '.join(found[:-1])} or {found[-1]}"
+
+
 def accepted_positions(variant: Any) -> tuple[str, ...]:
     """rope and alibi act on a query-key score, so they need projections and one sequence for queries and keys."""
     return POSITIONS if variant.projects and not variant.takes_source else OUTSIDE_ATTENTION
@@ -57,7 +63,7 @@ def check_heads_divide(variant: str, num_heads: int, width: int, *, width_name: 
     """Heads share one width: num_heads divides it."""
     if width % num_heads:
         raise AttentionArgumentError(
-            "num_heads", num_heads, f"a divisor of {width_name}={width}",
+            "num_heads", num_heads, f"a divisor of {width_name}={width}: {divisors(width)}",
             f"{heads_name} ({num_heads}) must divide {width_name} ({width}) for '{variant}' ({width_name} ({width}) "
             f"must be divisible by {heads_name} ({num_heads}): {why})", reason=why)
 
@@ -86,7 +92,7 @@ def check_kv_heads(variant: str, cls: Any, num_heads: int, kv_heads: object, gro
             reason=f"only {grouped} share keys and values between heads")
     if num_heads % kv_heads:
         raise AttentionArgumentError(
-            "kv_heads", kv_heads, f"a divisor of {heads_name} ({num_heads})",
+            "kv_heads", kv_heads, f"a divisor of {heads_name} ({num_heads}): {divisors(num_heads)}",
             f"kv_heads must be a divisor of {heads_name} ({num_heads}), got {kv_heads}: "
             "the query heads share the kv heads in equal groups", reason="the query heads share them in equal groups")
 
