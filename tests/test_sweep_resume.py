@@ -76,6 +76,7 @@ def test_resume_finishes_failed_interrupted_and_never_started_jobs(tmp_path):
     assert json.loads((sweep_dir / "1" / "attempt1" / "run_info.json.previous").read_text())["status"] == "failed"
     assert list((sweep_dir / "1" / ".hydra" / "overrides.yaml").read_text().splitlines())[:2] == [
         "- seed=0", f"- task.corpus={corpus / 'late.txt'}"]
+    assert "resume: null" in (sweep_dir / "1" / ".hydra" / "config.yaml").read_text().splitlines()  # trained anew
 
 
 def fake_sweep(tmp_path: Path, task: list[str], hydra: list[str]) -> Path:

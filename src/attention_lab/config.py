@@ -154,8 +154,6 @@ class TrainConfig:
     ablation: list[str] | None = None  # head ablations at the end: zero, mean; None = both (where heads learn)
     ablation_every_validation: bool = False  # ... and at every validation during training
     tags: list = field(default_factory=list)
-    run_name: str = ""  # set by the run from its overrides (attention_lab.run.overrides.run_name)
-    shown_hparams: list = field(default_factory=list)  # set by a sweep job: what its sweep varies (HParams columns)
     resume: str | None = None  # run dir to continue: `python scripts/train.py resume=<run dir>`
 
 

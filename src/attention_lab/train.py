@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import copy
+import inspect
 import logging
 import os
 import warnings
@@ -15,7 +17,7 @@ import torch
 from lightning.fabric.utilities.warnings import PossibleUserWarning
 from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 
 from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
@@ -28,6 +30,7 @@ from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, 
 from attention_lab.config import Mask, Position
 from attention_lab.epochs_from_steps import epochs_for_steps
 from attention_lab.errors import TrainingInterrupted
+from attention_lab.run.context import RunContext
 from attention_lab.run.device import resolve_accelerator
 from attention_lab.run.files import METRICS, write_json
 from attention_lab.run.signals import StopSignals
@@ -35,11 +38,32 @@ from attention_lab.run.signals import StopSignals
 log = logging.getLogger(__name__)
 
 
-def instantiate_all(group: DictConfig | None) -> list[Any]:
-    """Instantiate every entry of a group like `callbacks:` or `logger:` that has a _target_."""
+def resolved(cfg: DictConfig) -> DictConfig:
+    """A read-only copy of ``cfg`` with every interpolation resolved. Instantiating a node resolves in place the
+    nodes it interpolates (``module.model: ${model}``): from this copy, the config the run was given stays as it is."""
+    config = copy.deepcopy(cfg)
+    with read_write(config):
+        OmegaConf.resolve(config)
+    OmegaConf.set_readonly(config, True)
+    return config
+
+
+def instantiate_all(group: DictConfig | None, run_name: str = "") -> list[Any]:
+    """Instantiate every entry of a group like `callbacks:` or `logger:` that has a _target_, handing the run's name
+    to those that show it."""
     if not group:
         return []
-    return [hydra.utils.instantiate(node) for node in group.values() if node and "_target_" in node]
+    return [hydra.utils.instantiate(node, **run_name_argument(node, run_name))
+            for node in group.values() if node and "_target_" in node]
+
+
+def run_name_argument(node: DictConfig, run_name: str) -> dict[str, str]:
+    """How the class a node builds takes the run's name: TensorBoard's ``version`` (the run's folder and name in
+    TensorBoard), a callback's ``run_name`` (its titles); nothing for the others, or where the config sets it."""
+    built = hydra.utils.get_method(str(node["_target_"]))  # a class or a function (no get_object before Hydra 1.3.2)
+    key = "version" if isinstance(built, type) and issubclass(built, TensorBoardLogger) else "run_name"
+    takes = key in inspect.signature(built).parameters
+    return {key: run_name} if takes and key not in node else {}
 
 
 def hparams_for_dashboard(cfg: DictConfig) -> dict[str, Any]:
@@ -54,14 +78,14 @@ def hparams_for_dashboard(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
-def shown_hparams(cfg: DictConfig) -> dict[str, Any]:
-    """TensorBoard's HParams columns: the settings a sweep job's sweep varies (``cfg.shown_hparams``), as they took
-    effect (``heads`` of a single-head variant: 1); every knob for a single run."""
+def shown_hparams(cfg: DictConfig, keys: tuple[str, ...]) -> dict[str, Any]:
+    """TensorBoard's HParams columns: the settings ``keys`` a sweep job's sweep varies, as they took effect
+    (``heads`` of a single-head variant: 1); every knob when there are none (a single run)."""
     every = hparams_for_dashboard(cfg)
-    if not cfg.get("shown_hparams"):
+    if not keys:
         return every
     shown = {}
-    for key in cfg.shown_hparams:
+    for key in keys:
         value = every[key] if key in every else OmegaConf.select(cfg, key)
         value = getattr(value, "value", value)  # an enum
         shown[key] = value if isinstance(value, (bool, int, float, str)) else str(value)
@@ -111,9 +135,11 @@ def quiet_console() -> None:
         warnings.simplefilter("ignore", PossibleUserWarning)
 
 
-def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
-    """Train one run in ``cfg.paths.output_dir``; writes and returns its final metrics."""
+def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, Any]:
+    """Train one run in ``cfg.paths.output_dir`` (``context``: what the run decided: its name, its HParams columns,
+    the checkpoints it continues from); writes and returns its final metrics."""
     quiet_console()
+    cfg = resolved(cfg)
     output_dir = Path(cfg.paths.output_dir)
     if cfg.get("threads"):
         # These models are tiny: extra intra-op threads only spin, and under load they cost 10x per step.
@@ -125,22 +151,23 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
         raise TrainingInterrupted(stop.signum, 0, None)
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
     graceful, solved, end_note = GracefulStop(stop), StepsToSolve(), RunEndNote(stop, output_dir)
-    callbacks = [*instantiate_all(cfg.get("callbacks")), graceful, StopOnNonFiniteLoss(), RngState(), solved,
+    callbacks = [*instantiate_all(cfg.get("callbacks"), context.name), graceful, StopOnNonFiniteLoss(), RngState(), solved,
                  LatestCheckpoint(), end_note]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
-    checkpoint = resume_checkpoint(output_dir) if cfg.get("resume") else None
+    checkpoint = resume_checkpoint(context.resume_from) if context.resume_from is not None else None
     datamodule.setup("fit")  # the batches of an epoch, for the progress bar's epoch count (Trainer.fit reuses them)
     max_epochs = epochs_for_steps(cfg.trainer, len(datamodule.train_dataloader()), resuming=checkpoint is not None)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, accelerator=accelerator, callbacks=callbacks,
-                                                 logger=instantiate_all(cfg.get("logger")) or False,
+                                                 logger=instantiate_all(cfg.get("logger"), context.name) or False,
                                                  plugins=[AtomicCheckpointIO()],
                                                  **({"max_epochs": max_epochs} if max_epochs else {}))
     if checkpoint is not None:
         log.info("resuming %s from %s", output_dir, checkpoint)
-    elif cfg.get("resume"):
-        log.warning("resume=%s: no checkpoint there; training starts again from step 0 in the same dir", cfg.resume)
+    elif context.resume_from is not None:
+        log.warning("resume=%s: no checkpoint there; training starts again from step 0 in the same dir",
+                    context.resume_from)
     trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
     check_stop(stop, trainer, graceful)
 
@@ -169,9 +196,9 @@ def train(cfg: DictConfig, stop: StopSignals) -> dict[str, Any]:
         hp_metrics = hparams_metrics(metrics, str(cfg.optimized_metric))
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):  # HParams: the knobs beside their final metrics
-                logger.log_hyperparams(shown_hparams(cfg), metrics=hp_metrics)
+                logger.log_hyperparams(shown_hparams(cfg, context.shown_hparams), metrics=hp_metrics)
             else:
-                logger.log_hyperparams(shown_hparams(cfg))
+                logger.log_hyperparams(shown_hparams(cfg, context.shown_hparams))
                 logger.log_metrics(hp_metrics, step=trainer.global_step)
             logger.finalize("success")
         log.info("final metrics of %s:\n%s", output_dir, metrics_table(metrics))

@@ -14,7 +14,7 @@ def override_key(override: str) -> str:
 
 # Settings that change how a run is shown or where it runs, not what it trains: left out of its name.
 NOT_IN_NAME = ("resume", "hydra", "trainer.enable_progress_bar", "callbacks", "logger", "probe", "threads",
-               "device", "log_attention_every_n_steps", "num_predictions_logged", "tags", "run_name")
+               "device", "log_attention_every_n_steps", "num_predictions_logged", "tags")
 
 
 def run_name(overrides: list[str], limit: int = 150) -> str:

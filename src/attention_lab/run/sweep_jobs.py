@@ -115,7 +115,7 @@ def what_it_trains(cfg: DictConfig) -> str:
     plain = OmegaConf.to_container(cfg, resolve=False)
     fed = ({name for text in strings(plain) for name in REFERENCE.findall(text)} | MODEL_KNOBS) & set(plain)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    for key in (*fed, "run_name"):
+    for key in fed:
         resolved.pop(key, None)
     return json.dumps(resolved, sort_keys=True, default=str)
 

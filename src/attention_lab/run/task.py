@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab.errors import ConfigError, TrainingInterrupted
 from attention_lab.run import resume as resuming
 from attention_lab.run import sweep_resume
+from attention_lab.run.context import RunContext
 from attention_lab.run.describe import describe, expected_error
 from attention_lab.run.files import (
     CHECKPOINTS,
@@ -49,11 +50,12 @@ def full_error_requested() -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
-def resumed_config(cfg: DictConfig) -> tuple[DictConfig, resuming.ResumePlan]:
-    """The config of the run being resumed. Checked again now that this process holds the run dir's lock: the
-    run dir is data, and it may have changed since the command line was checked."""
+def resumed_config(resume: str) -> tuple[DictConfig, resuming.ResumePlan]:
+    """The config of the run being resumed (``resume``: its dir), a new one composed from its saved overrides.
+    Checked again now that this process holds the run dir's lock: the run dir is data, and it may have changed
+    since the command line was checked."""
     hydra_cfg = HydraConfig.get()
-    plan = resuming.plan_resume(str(cfg.resume), [str(o) for o in hydra_cfg.overrides.task])
+    plan = resuming.plan_resume(resume, [str(o) for o in hydra_cfg.overrides.task])
     main = next(source for source in hydra_cfg.runtime.config_sources if source.provider == "main")
     config_dir = Path(str(main.path).removeprefix("file://"))
     return resuming.compose_resumed(plan, hydra_cfg.job.config_name, config_dir), plan
@@ -86,6 +88,7 @@ class RunTask:
 
     def __call__(self) -> float | None:
         cfg = self.cfg
+        OmegaConf.set_readonly(cfg, True)  # the config is input: what the run decides goes in its RunContext
         with StopSignals() as stop:
             try:
                 job = sweep_resume.job_plan(self.run_dir, self.overrides, str(cfg.optimized_metric)) \
@@ -97,27 +100,33 @@ class RunTask:
                     self.lock.acquire(f"resume={cfg.resume}" if cfg.get("resume") else f"hydra.run.dir={self.run_dir}")
                     self.claim_job_dir(job)
                 plan = None
-                if job is not None:
-                    cfg.resume = str(self.run_dir) if job.action is sweep_resume.JobAction.CONTINUE else None
+                if job is None:
+                    resume = cfg.get("resume")
+                else:  # resume=<sweep dir>: a job that continues, continues from its own dir; the others anew
+                    resume = str(self.run_dir) if job.action is sweep_resume.JobAction.CONTINUE else None
                     if job.action is sweep_resume.JobAction.RESTART:
                         self.restart(cfg)
-                if cfg.get("resume"):
-                    cfg, plan = resumed_config(cfg)
+                if resume:
+                    cfg, plan = resumed_config(str(resume))
+                    OmegaConf.set_readonly(cfg, True)  # as the config it replaces
                 elif self.multirun:  # a single run was checked before its dir existed; sweep jobs are not
                     from attention_lab.run.preflight import check_run
 
                     check_run(cfg)
-                # A resumed run keeps the name its first attempt had: the same TensorBoard run, continued.
-                cfg.run_name = run_name(plan.saved if plan else self.overrides)
-                # TensorBoard's HParams columns: what the sweep varies (a single run shows every knob).
-                cfg.shown_hparams = swept_keys(self.sweep_dir, HydraConfig.get().sweeper.get("params")) if self.multirun else []
+                context = RunContext(
+                    # A resumed run keeps the name its first attempt had: the same TensorBoard run, continued.
+                    name=run_name(plan.saved if plan else self.overrides),
+                    # TensorBoard's HParams columns: what the sweep varies (a single run shows every knob).
+                    shown_hparams=tuple(swept_keys(self.sweep_dir, HydraConfig.get().sweeper.get("params")))
+                    if self.multirun else (),
+                    resume_from=self.run_dir if plan else None)  # a resumed run's dir is its own (hydra.run.dir)
                 self.info.begin(job=self.job, overrides=plan.overrides if plan else self.overrides,
                                 resume=bool(plan) or job is not None)  # a resumed sweep's job: attempts go on
                 if plan is not None and self.lock is not None:
                     resuming.record(plan, cfg)
                 from attention_lab.train import train  # the heavy imports come after the checks
 
-                metrics = train(cfg, stop)
+                metrics = train(cfg, stop, context)
             except BaseException as err:  # noqa: BLE001 - every way out is recorded
                 return self.fail(err, stop)
             finally:
@@ -140,11 +149,12 @@ class RunTask:
 
     def restart(self, cfg: DictConfig) -> None:
         """A failed or never-started job of a resumed sweep trains again: the failed attempt's files are set
-        aside, and the job's .hydra/ record is written (Hydra writes none for a resumed sweep's jobs)."""
+        aside, and the job's .hydra/ record is written (Hydra writes none for a resumed sweep's jobs): the config
+        of a run that is not resumed."""
         sweep_resume.set_aside(self.run_dir)
         hydra_dir = self.run_dir / SAVED_CONFIG.parent
         hydra_dir.mkdir(exist_ok=True)
-        save_yaml(cfg, self.run_dir / SAVED_CONFIG)
+        save_yaml(OmegaConf.merge(cfg, {"resume": None}), self.run_dir / SAVED_CONFIG)
         save_yaml(HydraConfig.instance().cfg, hydra_dir / "hydra.yaml")
         save_yaml(OmegaConf.create(self.overrides), self.run_dir / SAVED_OVERRIDES)
 
