@@ -7,6 +7,7 @@ stay for the life of a process, so each count runs in a process of its own. The 
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -80,3 +81,25 @@ def test_a_run_composes_as_often_as_hydra_alone(tmp_path, reference_app, overrid
     hydra_alone = count_opens(entry, app, *overrides, f"hydra.run.dir={tmp_path / 'reference'}")
     assert hydra_alone > 0
     assert lab == hydra_alone
+
+
+def argv_writes(path: Path) -> list[int]:
+    """Lines of ``path`` that assign to sys.argv or to a part of it."""
+    def is_argv(node: ast.AST) -> bool:
+        node = node.value if isinstance(node, ast.Subscript) else node
+        return isinstance(node, ast.Attribute) and node.attr == "argv" and \
+            isinstance(node.value, ast.Name) and node.value.id == "sys"
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        lines += [node.lineno for target in targets if is_argv(target)]
+    return lines
+
+
+def test_the_command_line_is_never_rewritten():
+    """@hydra.main parses the command line as typed: resume=<sweep dir> relaunches the process instead."""
+    sources = [*(ROOT / "src").rglob("*.py"), TRAIN]
+    written = {str(p.relative_to(ROOT)): lines for p in sources if (lines := argv_writes(p))}
+    assert not written, f"sys.argv written in {written}"
