@@ -129,8 +129,8 @@ def refuse(check: Callable[[], None], overrides: Sequence[str]) -> None:
 class PreflightChecks(Callback):
     """The checks above, on the config Hydra composed, before any run dir or sweep dir is claimed or created."""
 
-    def on_run_start(self, config: DictConfig, config_name: str | None = None, **kwargs: Any) -> None:
-        refuse(lambda: check_single_run(config, config_name or "train"), command_overrides(config))
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        refuse(lambda: check_single_run(config, str(config.hydra.job.config_name)), command_overrides(config))
 
-    def on_multirun_start(self, config: DictConfig, config_name: str | None = None, **kwargs: Any) -> None:
-        refuse(lambda: check_sweep(config, config_name or "train"), command_overrides(config))
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        refuse(lambda: check_sweep(config, str(config.hydra.job.config_name)), command_overrides(config))
