@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from attention_lab.run.describe import describe, expected_error
 from attention_lab.run.overrides import is_override
@@ -27,7 +27,7 @@ INFO_FLAGS = ("-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", "-s
 RELAUNCHED_SWEEP = "ATTENTION_LAB_RELAUNCHED_SWEEP"
 
 
-def fail(err: Exception, argv: Sequence[str]) -> None:
+def fail(err: Exception, argv: Sequence[str]) -> NoReturn:
     """One line for an error about the input (HYDRA_FULL_ERROR=1, or a bug: raised, with its traceback)."""
     if full_error_requested() or not expected_error(err):
         raise err
