@@ -7,7 +7,9 @@
     python scripts/train.py resume=outputs/runs/<day>/<time>      # continue an interrupted run
     python scripts/train.py --help                       # every config group and knob
 
-A bad setting is rejected before training with one `error: ...` line (HYDRA_FULL_ERROR=1 for a traceback).
+Hydra composes the config once for the run (its own floor); the lab checks that composition in a Hydra callback
+before anything is created, and rejects a bad setting with one `error: ...` line (HYDRA_FULL_ERROR=1 for a
+traceback). The command line is never rewritten: `resume=<sweep dir>` relaunches the sweep's own command line.
 Heavy libraries (torch, lightning) are imported only once training starts, so --help and config errors are fast.
 """
 
@@ -31,4 +33,4 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    cli.main(main, CONFIG_DIR)
+    cli.main(main, CONFIG_DIR, script=Path(__file__).resolve())

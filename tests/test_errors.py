@@ -17,10 +17,9 @@ from hypothesis import strategies as st
 
 from attention_lab.errors import ConfigError
 from attention_lab.run.describe import describe
-from attention_lab.run.preflight import check_command_line
 from attention_lab.run.preflight import check_run as preflight
 from attention_lab.run.resume import plan_resume
-from conftest import ROOT, TRAIN, compose_config, run_script, script_env
+from conftest import ROOT, TRAIN, check_command_line, compose_config, run_script, script_env
 
 # Measured: about 1 s (4 s when the corpus or device check imports torch) on a loaded 2-core box.
 MAX_REJECT_SECONDS = 20

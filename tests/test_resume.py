@@ -92,7 +92,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
 
 def test_finished_run_is_not_resumed_by_accident(tmp_path):
     from attention_lab.errors import ConfigError
-    from attention_lab.run.preflight import hydra_compose_api
+    from attention_lab.run.compose_api import hydra_compose_api
     from attention_lab.run.resume import plan_resume
 
     run_dir = tmp_path / "run"

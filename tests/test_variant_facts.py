@@ -20,8 +20,8 @@ from attention_lab.attention.positions import INSIDE_ATTENTION
 from attention_lab.checks import validate
 from attention_lab.config import ModelConfig, typed
 from attention_lab.errors import ConfigError
-from attention_lab.run.preflight import check_command_line, check_run
-from conftest import CONFIG_DIR, QUIET, ROOT, compose_config, run_script, script_env
+from attention_lab.run.preflight import check_run
+from conftest import CONFIG_DIR, QUIET, ROOT, check_command_line, compose_config, run_script, script_env
 
 MODELS = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
 

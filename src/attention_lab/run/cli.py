@@ -1,7 +1,9 @@
-"""The command line of scripts/train.py: check it, then hand it to ``@hydra.main``.
+"""The command line of scripts/train.py, handed to ``@hydra.main`` as it was typed.
 
-Bad input ends in one ``error: ...`` line and exit status 1 before anything is created
-(``HYDRA_FULL_ERROR=1`` raises instead, with the traceback). Ctrl-C outside a run exits 130.
+Hydra composes the config; the lab's checks run on that composition in a Hydra callback, before anything is
+created (:class:`attention_lab.run.preflight.PreflightChecks`). Bad input ends in one ``error: ...`` line and exit
+status 1 (``HYDRA_FULL_ERROR=1`` raises instead, with the traceback), Hydra's own composition errors included.
+``resume=<sweep dir>`` is relaunched as the sweep's own command line. Ctrl-C outside a run exits 130.
 """
 
 from __future__ import annotations
@@ -11,57 +13,79 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from attention_lab.errors import ConfigError
-from attention_lab.run.describe import describe
+from attention_lab.run.describe import describe, expected_error
+from attention_lab.run.overrides import is_override
+from attention_lab.run.tracebacks import full_error_requested, hand_errors_to_lab
 
 # Flags that print something and train nothing: Hydra answers them itself, without our checks.
 INFO_FLAGS = ("-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", "-sc", "--shell-completion",
               "--version", "-p", "--package", "-cp", "--config-path", "-cd", "--config-dir")
+# Set in the process that `resume=<sweep dir>` relaunches (the value: that sweep dir), which then runs the
+# sweep's command line as it is instead of rewriting it again.
+RELAUNCHED_SWEEP = "ATTENTION_LAB_RELAUNCHED_SWEEP"
 
 
-def check(argv: Sequence[str], config_dir: Path) -> list[str]:
-    """Exit with one line when the command line cannot work; else the command line to run (``resume=<sweep
-    dir>`` becomes the sweep's own command line, see attention_lab.run.sweep_resume)."""
-    from attention_lab.run.overrides import is_override
-    from attention_lab.run.preflight import check_command_line  # the Compose API: not for --help
+def fail(err: Exception, argv: Sequence[str]) -> NoReturn:
+    """One line for an error about the input (HYDRA_FULL_ERROR=1, or a bug: raised, with its traceback)."""
+    if full_error_requested() or not expected_error(err):
+        raise err
+    sys.exit(f"error: {describe(err, [a for a in argv if is_override(a)])}")
+
+
+def resumed_sweep_dir(argv: Sequence[str]) -> Path | None:
+    from attention_lab.run.sweep_resume import is_sweep_dir, resume_value
+
+    value = resume_value(argv)
+    return Path(str(value)).expanduser().resolve() if is_sweep_dir(value) else None
+
+
+def relaunch_resumed_sweep(argv: Sequence[str], config_dir: Path, script: Path) -> None:
+    """``resume=<sweep dir>``: checked, then this process becomes the sweep's own command line (see
+    attention_lab.run.sweep_resume.command_line). Returns at once for any other command line, and in the
+    relaunched process."""
+    sweep_dir = resumed_sweep_dir(argv)
+    if sweep_dir is None:
+        return
+    if os.environ.get(RELAUNCHED_SWEEP) == str(sweep_dir) and ("-m" in argv or "--multirun" in argv):
+        return
     from attention_lab.run.sweep_resume import command_line
 
     try:
-        argv = command_line(argv, config_dir)
-        check_command_line(argv, config_dir)
-        return argv
-    except Exception as err:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        sys.exit(f"error: {describe(err, [a for a in argv if is_override(a)])}")
+        relaunched = command_line(argv, config_dir)
+    except Exception as err:  # noqa: BLE001 - fail() says it in one line
+        fail(err, argv)
+    os.environ[RELAUNCHED_SWEEP] = str(sweep_dir)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, str(script), *relaunched])
 
 
 def record_kept(argv: Sequence[str]) -> contextlib.AbstractContextManager[None]:
     """``resume=<sweep dir>``: its multirun.yaml survives Hydra's rewrite of it (see sweep_resume.record_kept)."""
-    from attention_lab.run.sweep_resume import is_sweep_dir, record_kept, resume_value
+    from attention_lab.run.sweep_resume import record_kept, resume_value
 
-    value = resume_value(argv)
-    if not is_sweep_dir(value):
+    sweep_dir = resumed_sweep_dir(argv)
+    if sweep_dir is None:
         return contextlib.nullcontext()
-    return record_kept(Path(str(value)).expanduser().resolve(), f"resume={value}")
+    return record_kept(sweep_dir, f"resume={resume_value(argv)}")
 
 
-def main(hydra_main: Callable[[], Any], config_dir: Path, argv: Sequence[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:
+    """Runs ``hydra_main`` (the ``@hydra.main`` function of ``script``) on this process's command line."""
+    argv = sys.argv[1:]
     try:
         if any(arg.split("=")[0] in INFO_FLAGS for arg in argv):
             hydra_main()
             return
-        sys.argv[1:] = check(argv, config_dir)  # what @hydra.main parses
+        hand_errors_to_lab()
+        relaunch_resumed_sweep(argv, config_dir, script)
         try:
             with record_kept(argv):
                 hydra_main()
-        except ConfigError as err:  # Hydra reports the task's own errors itself: this is the record's copy
-            if os.environ.get("HYDRA_FULL_ERROR") == "1":
-                raise
-            sys.exit(f"error: {describe(err)}")
+        except Exception as err:  # noqa: BLE001 - fail() says it in one line
+            fail(err, argv)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted (Ctrl-C)\n")
         sys.exit(130)

@@ -1,5 +1,6 @@
-"""Hydra's Compose API around the project's configs: what checks a command line before ``@hydra.main`` runs it
-(:mod:`.preflight`, :mod:`.sweep_resume`)."""
+"""Hydra's Compose API around the project's configs, outside a running Hydra app: the checks of
+``resume=<sweep dir>`` before the sweep is relaunched (:mod:`.sweep_resume`), and configs composed in-process.
+(Inside the app, Hydra is initialised already: :mod:`.preflight` calls ``hydra.compose`` directly.)"""
 
 from __future__ import annotations
 

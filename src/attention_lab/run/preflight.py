@@ -1,5 +1,6 @@
-"""Everything that can be checked before a run dir exists: the command line is composed with Hydra's Compose
-API and checked once, before ``@hydra.main`` creates anything. Errors come back as one line.
+"""Everything that can be checked before a run dir exists, on the config Hydra composed for the run:
+:class:`PreflightChecks` is the first of the Hydra callbacks (configs/train.yaml), called before Hydra creates
+anything. A bad setting ends the command with one ``error: ...`` line.
 
 - Typos, wrong types and unknown options fail for runs and sweeps alike (each value of a sweep is tried).
 - A single run is checked completely: settings, device, corpus and task data, and ``resume=``.
@@ -13,21 +14,24 @@ API and checked once, before ``@hydra.main`` creates anything. Errors come back 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import sys
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from hydra import compose
-from hydra.types import RunMode
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.checks import attention_error, caveats, check_known_keys, check_typed_knobs, validate
 from attention_lab.errors import ConfigError
 from attention_lab.run import resume as resuming
 from attention_lab.run import sweep_resume
-from attention_lab.run.compose_api import hydra_compose_api
+from attention_lab.run.describe import describe
 from attention_lab.run.device import resolve_accelerator
-from attention_lab.run.overrides import is_override, override_key
+from attention_lab.run.overrides import override_key
 from attention_lab.run.sweep_jobs import sweep_job_configs
+from attention_lab.run.tracebacks import full_error_requested
 
 
 def check_machine_and_data(cfg: DictConfig) -> None:
@@ -59,28 +63,35 @@ def check_run(cfg: DictConfig) -> None:
     check_machine_and_data(cfg)
 
 
-def check_command_line(argv: Sequence[str], config_dir: Path, config_name: str = "train") -> None:
-    """Raises what is wrong with the command line."""
-    multirun = "-m" in argv or "--multirun" in argv
-    overrides = [arg for arg in argv if is_override(arg)]
-    with hydra_compose_api(config_dir):
-        if multirun:
-            sweep_job_configs(overrides, config_name, check_sweep_job, validate)
-            return
-        cfg = compose(config_name, overrides=overrides, return_hydra_config=True)
-        if cfg.hydra.mode == RunMode.MULTIRUN:  # a preset such as hparams_search=optuna makes it a sweep
-            sweep_job_configs(overrides, config_name, check_sweep_job, validate)
-            return
-        if cfg.get("resume"):
-            plan = resuming.plan_resume(str(cfg.resume), overrides)
-            run_dir = Path(str(cfg.hydra.run.dir)).expanduser().resolve()
-            if run_dir != plan.run_dir:
-                raise ConfigError(f"hydra.run.dir={run_dir} is invalid with {plan.setting}: a run continues in its "
-                                  "own dir; leave hydra.run.dir out")
-            cfg = resuming.compose_resumed(plan, config_name, config_dir)
-        else:
-            check_typed_knobs(cfg, {override_key(o) for o in overrides})
-        check_run(cfg)
+def main_config_dir(hydra_cfg: DictConfig) -> Path:
+    """The dir of the app's own configs, from Hydra's settings (``cfg.hydra``)."""
+    main = next(source for source in hydra_cfg.runtime.config_sources if source.provider == "main")
+    return Path(str(main.path).removeprefix("file://"))
+
+
+def check_single_run(cfg: DictConfig, config_name: str) -> None:
+    """Raises what is wrong with a single run; ``cfg`` is its config, Hydra's settings included."""
+    overrides = [str(o) for o in cfg.hydra.overrides.task]
+    if cfg.get("resume"):
+        plan = resuming.plan_resume(str(cfg.resume), overrides)
+        run_dir = Path(str(cfg.hydra.run.dir)).expanduser().resolve()
+        if run_dir != plan.run_dir:
+            raise ConfigError(f"hydra.run.dir={run_dir} is invalid with {plan.setting}: a run continues in its "
+                              "own dir; leave hydra.run.dir out")
+        cfg = resuming.compose_resumed(plan, config_name, main_config_dir(cfg.hydra))
+    else:
+        check_typed_knobs(cfg, {override_key(o) for o in overrides})
+    check_run(cfg)
+
+
+def command_overrides(cfg: DictConfig) -> list[str]:
+    """The command line's overrides, Hydra's own (hydra.sweep.subdir=...) and the task's."""
+    return [str(o) for o in [*cfg.hydra.overrides.hydra, *cfg.hydra.overrides.task]]
+
+
+def check_sweep(cfg: DictConfig, config_name: str) -> None:
+    """Raises what is wrong with any job of a sweep; ``cfg`` is the sweep's config, as Hydra composed it."""
+    sweep_job_configs(command_overrides(cfg), config_name, check_sweep_job, validate, sweep_config=cfg)
 
 
 def check_launch(cfg: DictConfig) -> None:
@@ -101,3 +112,25 @@ def check_sweep_job(cfg: DictConfig) -> None:
     if cfg.get("resume") and not sweep_resume.is_sweep_dir(cfg.resume):  # resume=<sweep dir> relaunches a sweep
         raise ConfigError(f"resume={cfg.resume} is invalid with -m (a sweep): resume one run at a time "
                           "(a sweep job too: resume=<sweep dir>/<job number>)")
+
+
+def refuse(check: Callable[[], None], overrides: Sequence[str]) -> None:
+    """Runs ``check``; what it raises ends the command with one line (HYDRA_FULL_ERROR=1: the traceback).
+    SystemExit, because Hydra turns an Exception in a callback into a warning and goes on."""
+    try:
+        check()
+    except Exception as err:
+        if full_error_requested():
+            traceback.print_exception(err)
+            sys.exit(1)
+        sys.exit(f"error: {describe(err, overrides)}")
+
+
+class PreflightChecks(Callback):
+    """The checks above, on the config Hydra composed, before any run dir or sweep dir is claimed or created."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        refuse(lambda: check_single_run(config, str(config.hydra.job.config_name)), command_overrides(config))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        refuse(lambda: check_sweep(config, str(config.hydra.job.config_name)), command_overrides(config))

@@ -214,18 +214,25 @@ def reject_shared_dirs(subdirs: list[str], raw: Any) -> None:
 
 
 def sweep_job_configs(overrides: Sequence[str], config_name: str, check_job: Callable[[DictConfig], None],
-                      check_folded_job: Callable[[DictConfig], None] | None = None) -> list[DictConfig]:
+                      check_folded_job: Callable[[DictConfig], None] | None = None,
+                      sweep_config: DictConfig | None = None) -> list[DictConfig]:
     """The composed config (Hydra's settings included) of every job the sweep launches, each passed to
     ``check_job``, once no two jobs share a dir (nor, with Hydra's basic sweeper, train the same run); raises
     ConfigError otherwise. When the product sweeper folds combinations, every job it launches is also passed to
     ``check_folded_job``: a sweep whose plan was changed runs only if all of it can. A sweeper that chooses its
-    jobs as it goes gets each value of each sweep override once, and its job dirs are checked by job number."""
+    jobs as it goes gets each value of each sweep override once, and its job dirs are checked by job number.
+    ``sweep_config``: the sweep's own config where Hydra composed it already (its sweeper, params and subdir are
+    read there instead of composing the first job for them)."""
     variants = sweep_variants(overrides)
-    base = compose(config_name, overrides=variants[0], return_hydra_config=True)
+    first = None if sweep_config is not None else compose(config_name, overrides=variants[0],
+                                                          return_hydra_config=True)
+    base = sweep_config if first is None else first
     raw_subdir = OmegaConf.to_container(base.hydra.sweep, resolve=False)["subdir"]
     sweeper = OmegaConf.select(base, "hydra.runtime.choices.hydra/sweeper")
     if sweeper not in (PRODUCT_SWEEPER, BASIC_SWEEPER):
-        configs = [base, *(compose(config_name, overrides=v, return_hydra_config=True) for v in variants[1:])]
+        if first is None:
+            first = compose(config_name, overrides=variants[0], return_hydra_config=True)
+        configs = [first, *(compose(config_name, overrides=v, return_hydra_config=True) for v in variants[1:])]
         for cfg in configs:
             check_job(cfg)
         trials = int(OmegaConf.select(base, "hydra.sweeper.n_trials", default=2) or 2)

@@ -39,6 +39,7 @@ from attention_lab.run.run_info import RunRecord, RunStatus
 from attention_lab.run.signals import StopSignals
 from attention_lab.run.sweep_jobs import swept_keys
 from attention_lab.run.sweep_summary import record_refusal, write_summary
+from attention_lab.run.tracebacks import full_error_requested
 
 
 def stderr(line: str) -> None:
@@ -46,18 +47,15 @@ def stderr(line: str) -> None:
     sys.stderr.flush()
 
 
-def full_error_requested() -> bool:
-    return os.environ.get("HYDRA_FULL_ERROR") == "1"
-
-
 def resumed_config(resume: str) -> tuple[DictConfig, resuming.ResumePlan]:
     """The config of the run being resumed (``resume``: its dir), a new one composed from its saved overrides.
     Checked again now that this process holds the run dir's lock: the run dir is data, and it may have changed
     since the command line was checked."""
+    from attention_lab.run.preflight import main_config_dir
+
     hydra_cfg = HydraConfig.get()
     plan = resuming.plan_resume(resume, [str(o) for o in hydra_cfg.overrides.task])
-    main = next(source for source in hydra_cfg.runtime.config_sources if source.provider == "main")
-    config_dir = Path(str(main.path).removeprefix("file://"))
+    config_dir = main_config_dir(hydra_cfg)
     return resuming.compose_resumed(plan, hydra_cfg.job.config_name, config_dir), plan
 
 

@@ -1,0 +1,105 @@
+"""A run composes its config as often as Hydra alone does for the same command: the lab's checks add none.
+
+A composition is counted as an open of the entry config (configs/train.yaml), seen by an audit hook. Audit hooks
+stay for the life of a process, so each count runs in a process of its own. The reference is a bare
+``@hydra.main`` app with a no-op task, on a copy of the configs without the lab's Hydra callbacks.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf, open_dict
+
+from conftest import CONFIG_DIR, QUIET, ROOT, TRAIN, script_env
+
+# Runs a script with an audit hook that counts opens of one file; prints the count on a line of stderr.
+COUNTER = textwrap.dedent("""
+    import os, runpy, sys
+    counted, script = os.path.realpath(sys.argv[1]), sys.argv[2]
+    opens = []
+    def hook(event, args):
+        if event == "open" and isinstance(args[0], str) and os.path.realpath(args[0]) == counted:
+            opens.append(args[0])
+    sys.addaudithook(hook)
+    sys.argv = [script, *sys.argv[3:]]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    finally:
+        sys.stderr.write(f"\\nopens={len(opens)}\\n")
+""")
+
+REFERENCE = textwrap.dedent("""
+    import hydra
+    from attention_lab.config import register_configs
+
+    register_configs()
+
+    @hydra.main(version_base="1.3", config_path={config_dir!r}, config_name="train")
+    def main(cfg):
+        return None
+
+    main()
+""")
+
+TINY_RUN = ["debug=fast", "max_steps=2", "~callbacks.attention_maps", *QUIET]
+
+
+def count_opens(config: Path, script: Path, *args: str) -> int:
+    proc = subprocess.run([sys.executable, "-c", COUNTER, str(config), str(script), *args], cwd=ROOT,
+                          env=script_env(), capture_output=True, text=True, timeout=300)
+    counts = [line.removeprefix("opens=") for line in proc.stderr.splitlines() if line.startswith("opens=")]
+    assert counts, proc.stderr[-3000:]
+    return int(counts[-1])
+
+
+@pytest.fixture(scope="module")
+def reference_app(tmp_path_factory) -> tuple[Path, Path]:
+    """The bare app, and its entry config: the project's, without the lab's callbacks."""
+    folder = tmp_path_factory.mktemp("reference")
+    config_dir = folder / "configs"
+    shutil.copytree(CONFIG_DIR, config_dir)
+    entry = OmegaConf.load(config_dir / "train.yaml")
+    with open_dict(entry):
+        del entry.hydra["callbacks"]
+    OmegaConf.save(entry, config_dir / "train.yaml")
+    app = folder / "app.py"
+    app.write_text(REFERENCE.format(config_dir=str(config_dir)))
+    return app, config_dir / "train.yaml"
+
+
+@pytest.mark.parametrize("overrides", [TINY_RUN, ["heads=5"]], ids=["tiny run", "refused setting"])
+def test_a_run_composes_as_often_as_hydra_alone(tmp_path, reference_app, overrides):
+    app, entry = reference_app
+    lab = count_opens(CONFIG_DIR / "train.yaml", TRAIN, *overrides, f"hydra.run.dir={tmp_path / 'lab'}")
+    hydra_alone = count_opens(entry, app, *overrides, f"hydra.run.dir={tmp_path / 'reference'}")
+    assert hydra_alone > 0
+    assert lab == hydra_alone
+
+
+def argv_writes(path: Path) -> list[int]:
+    """Lines of ``path`` that assign to sys.argv or to a part of it."""
+    def is_argv(node: ast.AST) -> bool:
+        node = node.value if isinstance(node, ast.Subscript) else node
+        return isinstance(node, ast.Attribute) and node.attr == "argv" and \
+            isinstance(node.value, ast.Name) and node.value.id == "sys"
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        lines += [node.lineno for target in targets if is_argv(target)]
+    return lines
+
+
+def test_the_command_line_is_never_rewritten():
+    """@hydra.main parses the command line as typed: resume=<sweep dir> relaunches the process instead."""
+    sources = [*(ROOT / "src").rglob("*.py"), TRAIN]
+    written = {str(p.relative_to(ROOT)): lines for p in sources if (lines := argv_writes(p))}
+    assert not written, f"sys.argv written in {written}"
