@@ -2,6 +2,10 @@
 # The torch wheel is pinned through TORCH_SPEC so that no installer pulls a multi-GB CUDA build by accident;
 # users with GPUs override it, e.g.
 #   make setup TORCH_SPEC="torch==2.5.1" TORCH_INDEX="--index-url https://download.pytorch.org/whl/cu124"
+# What make runs writes bytecode, as Python does by default, also where PYTHONDONTWRITEBYTECODE is set: without it
+# every start compiles torch and Lightning anew (`import torch, lightning, hydra`: 12 s instead of 5 s). The first
+# run's imports write it into .venv (and __pycache__/ beside the lab's sources, ignored by git), once.
+unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
@@ -30,12 +34,6 @@ MIN_TESTS ?= tests/test_configs.py tests/test_train.py tests/test_hparams.py tes
 #
 # The venv gets no pip of its own where the interpreter's pip can install into it (pip's --python, pip >= 22.3):
 # seeding pip costs 5 s.
-#
-# uv writes no bytecode unless asked (pip does). Python caches it at first import, except where
-# PYTHONDONTWRITEBYTECODE is set: there every start would compile torch and Lightning anew (`import attention_lab.train`:
-# 14 s instead of 5 s here), so uv compiles at install (17 s on 2 cores, once). Compiling only what a run imports,
-# at its first import, takes as long: about 3,500 modules on one core, against uv's 10,600 on every core.
-UV_COMPILE := $(if $(PYTHONDONTWRITEBYTECODE),--compile-bytecode)
 $(STAMP): pyproject.toml Makefile
 	@echo "setting up $(VENV) ..."
 	@set -e; \
@@ -55,7 +53,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -c "import json, sys; [wheel] = json.load(sys.stdin)['install']; \
 		print(wheel['metadata']['name'], '@', wheel['download_info']['url'])" < $(VENV)/torch.json > $(VENV)/torch.txt; \
 	if [ -n "$$uv" ]; then \
-		$$uv pip install -q $(UV_COMPILE) --python $(BIN)/python -r $(VENV)/torch.txt -e ".[sweeps,dev]" || { uv=; note="uv failed"; }; \
+		$$uv pip install -q --python $(BIN)/python -r $(VENV)/torch.txt -e ".[sweeps,dev]" || { uv=; note="uv failed"; }; \
 	fi; \
 	if [ -z "$$uv" ]; then \
 		echo "note: $$note: installing with pip (minutes, not seconds)"; \
