@@ -194,11 +194,12 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     if trainer.is_global_zero:
         write_json(output_dir / METRICS, metrics)
         hp_metrics = hparams_metrics(metrics, str(cfg.optimized_metric))
+        hparams = shown_hparams(cfg, context.shown_hparams)
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):  # HParams: the knobs beside their final metrics
-                logger.log_hyperparams(shown_hparams(cfg, context.shown_hparams), metrics=hp_metrics)
+                logger.log_hyperparams(hparams, metrics=hp_metrics)
             else:
-                logger.log_hyperparams(shown_hparams(cfg, context.shown_hparams))
+                logger.log_hyperparams(hparams)
                 logger.log_metrics(hp_metrics, step=trainer.global_step)
             logger.finalize("success")
         log.info("final metrics of %s:\n%s", output_dir, metrics_table(metrics))
