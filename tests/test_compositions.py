@@ -51,12 +51,16 @@ REFERENCE = textwrap.dedent("""
 TINY_RUN = ["debug=fast", "max_steps=2", "~callbacks.attention_maps", *QUIET]
 
 
-def count_opens(config: Path, script: Path, *args: str) -> int:
+def opens_and_stderr(config: Path, script: Path, *args: str) -> tuple[int, str]:
     proc = subprocess.run([sys.executable, "-c", COUNTER, str(config), str(script), *args], cwd=ROOT,
                           env=script_env(), capture_output=True, text=True, timeout=300)
     counts = [line.removeprefix("opens=") for line in proc.stderr.splitlines() if line.startswith("opens=")]
     assert counts, proc.stderr[-3000:]
-    return int(counts[-1])
+    return int(counts[-1]), proc.stderr
+
+
+def count_opens(config: Path, script: Path, *args: str) -> int:
+    return opens_and_stderr(config, script, *args)[0]
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +107,13 @@ def test_the_command_line_is_never_rewritten():
     sources = [*(ROOT / "src").rglob("*.py"), TRAIN]
     written = {str(p.relative_to(ROOT)): lines for p in sources if (lines := argv_writes(p))}
     assert not written, f"sys.argv written in {written}"
+
+
+@pytest.mark.parametrize("typed", ["heads=two", "mask=diagonal", "lr=fast"])
+def test_a_knob_of_the_wrong_type_is_refused_before_any_composition(tmp_path, typed):
+    """Hydra would compose twice to find it (its first composition swallows the error)."""
+    run_dir = tmp_path / "run"
+    opens, stderr = opens_and_stderr(CONFIG_DIR / "train.yaml", TRAIN, typed, f"hydra.run.dir={run_dir}")
+    assert f"error: {typed} is invalid: " in stderr
+    assert opens == 0
+    assert not run_dir.exists()

@@ -1,7 +1,8 @@
 """The command line of scripts/train.py, handed to ``@hydra.main`` as it was typed.
 
 Hydra composes the config; the lab's checks run on that composition in a Hydra callback, before anything is
-created (:class:`attention_lab.run.preflight.PreflightChecks`). Bad input ends in one ``error: ...`` line and exit
+created (:class:`attention_lab.run.preflight.PreflightChecks`). A top-level knob of the wrong type is refused
+before Hydra starts (:mod:`attention_lab.run.knob_types`). Bad input ends in one ``error: ...`` line and exit
 status 1 (``HYDRA_FULL_ERROR=1`` raises instead, with the traceback), Hydra's own composition errors included.
 ``resume=<sweep dir>`` is relaunched as the sweep's own command line. Ctrl-C outside a run exits 130.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from attention_lab.run.describe import describe, expected_error
+from attention_lab.run.knob_types import check_knob_types
 from attention_lab.run.overrides import is_override
 from attention_lab.run.tracebacks import full_error_requested, hand_errors_to_lab
 
@@ -82,6 +84,7 @@ def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:
         hand_errors_to_lab()
         relaunch_resumed_sweep(argv, config_dir, script)
         try:
+            check_knob_types(argv)
             with record_kept(argv):
                 hydra_main()
         except Exception as err:  # noqa: BLE001 - fail() says it in one line
