@@ -11,7 +11,7 @@ from attention_lab.run.knob_types import check_knob_types
 from conftest import compose_config
 
 WRONG_TYPES = ["heads=two", "d_model=wide", "mask=diagonal", "position=abc", "device=tpu", "heads=null", "lr=fast",
-               "seed=1.5", "max_steps=[1]", "ablation_every_validation=maybe", "threads=x"]
+               "seed=1.5", "max_steps=[1]", "ablation_every_validation=maybe", "threads=x", "ablation=zero"]
 
 
 @pytest.mark.parametrize("override", WRONG_TYPES)
@@ -40,3 +40,9 @@ def test_every_value_typed_is_checked_as_hydra_applies_them_in_turn(argv):
 ])
 def test_what_the_command_line_alone_cannot_decide_is_left_to_hydra(argv):
     check_knob_types(argv)
+
+
+def test_a_list_knob_says_it_takes_a_list():
+    with pytest.raises(ValidationError) as err:
+        check_knob_types(["ablation=zero"])
+    assert describe(err.value, ["ablation=zero"]) == "ablation=zero is invalid: expected a list, e.g. [a,b], got 'zero'"

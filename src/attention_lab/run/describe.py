@@ -42,6 +42,8 @@ def expected(schema: Any, key: Any) -> str:
     declared = field_type(schema, key)
     if isinstance(declared, type) and issubclass(declared, enum.Enum):
         return "choose one of " + ", ".join(member.name for member in declared)
+    if typing.get_origin(declared) is list:
+        return "expected a list, e.g. [a,b]"
     return f"expected {KINDS.get(declared, 'another type')}"
 
 
