@@ -110,13 +110,12 @@ def metrics_table(metrics: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def check_stop(stop: StopSignals, trainer: L.Trainer, graceful: GracefulStop) -> None:
+def interruption(signum: int, trainer: L.Trainer, graceful: GracefulStop) -> TrainingInterrupted:
     """A signal that came when no training step was left to end (after the last one, or during the final
     validation): the run is interrupted with what it had saved."""
-    if stop.signum is not None:
-        path = last_checkpoint_path(trainer)
-        kept = f"the last checkpoint, {path}, is kept" if path.is_file() else "no checkpoint was saved"
-        raise TrainingInterrupted(stop.signum, trainer.global_step, graceful.saved, detail=kept)
+    path = last_checkpoint_path(trainer)
+    kept = f"the last checkpoint, {path}, is kept" if path.is_file() else "no checkpoint was saved"
+    return TrainingInterrupted(signum, trainer.global_step, graceful.saved, detail=kept)
 
 
 def quiet_console() -> None:
@@ -169,16 +168,17 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
         log.warning("resume=%s: no checkpoint there; training starts again from step 0 in the same dir",
                     context.resume_from)
     trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
-    check_stop(stop, trainer, graceful)
 
-    log.info("training done at step %d; final validation", trainer.global_step)
     # The final metrics of the trained model, measured once more so that they are exact, not the last interval's.
     # One dict per validation set (val/*, then ood/* when task.ood_min_len..task.ood_max_len is set).
     # Every rank validates: under strategy=ddp (SLURM tasks, torchrun) it is a collective, and rank 0 alone would wait
     # for the others forever. The metrics are reduced over the ranks; only rank 0 writes them (below).
-    results = trainer.validate(module, datamodule=datamodule, verbose=False)
+    # A signal now (or one that came after the last step) stops the run at once: the final validation and its
+    # ablation passes can take minutes on a large validation set, and there is nothing new to save.
+    with stop.raising(lambda signum: interruption(signum, trainer, graceful)):
+        log.info("training done at step %d; final validation", trainer.global_step)
+        results = trainer.validate(module, datamodule=datamodule, verbose=False)
     final = {key: value for result in results for key, value in result.items()}
-    check_stop(stop, trainer, graceful)
     metrics: dict[str, Any] = {key: float(value) for key, value in final.items()}
     # No wall time (that is in run_info.json): reruns give a byte-identical file. The knobs a sweep varies ride
     # along under "hparams", as in TensorBoard's HParams tab.

@@ -1,12 +1,15 @@
 """SIGINT, SIGTERM (and SLURM's SIGUSR2) during a run: the first one asks training to stop at the end of the
 current step (:class:`attention_lab.callbacks.graceful_stop.GracefulStop` saves a checkpoint); a second Ctrl-C
-aborts."""
+aborts. Where nothing is left to save (the final validation, with its ablation passes), the first one stops the
+run at once (:meth:`StopSignals.raising`)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 log = logging.getLogger(__name__)
@@ -24,6 +27,7 @@ class StopSignals:
         self.signum: int | None = None
         self.aborted = False  # a second Ctrl-C: stop now, without saving
         self.previous: dict[int, object] = {}
+        self.interruption: Callable[[int], BaseException] | None = None  # set inside raising()
 
     def handler(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:
@@ -32,8 +36,22 @@ class StopSignals:
                 raise KeyboardInterrupt
             return
         self.signum = signum
+        if self.interruption is not None:
+            raise self.interruption(signum)
         log.warning("%s received: stopping at the end of this step and saving checkpoints/last.ckpt "
                     "(Ctrl-C again aborts without saving)", signal.Signals(signum).name)
+
+    @contextlib.contextmanager
+    def raising(self, interruption: Callable[[int], BaseException]) -> Iterator[None]:
+        """Inside, the first signal raises ``interruption(signum)`` at once, wherever the run is (as Ctrl-C raises
+        KeyboardInterrupt): for work after the last step, which has nothing to save and need not be finished."""
+        if self.signum is not None:  # it came just before
+            raise interruption(self.signum)
+        self.interruption = interruption
+        try:
+            yield
+        finally:
+            self.interruption = None
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():  # signals reach only the main thread
