@@ -160,7 +160,8 @@ def test_quick_double_ctrl_c_is_recorded(tmp_path):
     exit status 1; the run must still end as interrupted, with its message and exit status 130."""
     run_dir = tmp_path / "run"
     slow = ["d_model=512", "heads=8", "layers=6", "batch_size=512", "threads=1"]
-    proc = start_train("max_steps=100000", *SMALL, *slow, f"hydra.run.dir={run_dir}")
+    # last.ckpt after the first step (validated after each): training is under way, without waiting for ten.
+    proc = start_train("max_steps=100000", *SMALL, *slow, "trainer.val_check_interval=1", f"hydra.run.dir={run_dir}")
     _, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "training",
                             signal.SIGINT, signal.SIGINT)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
