@@ -30,6 +30,7 @@ from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, 
 from attention_lab.config import Mask, Position
 from attention_lab.epochs_from_steps import epochs_for_steps
 from attention_lab.errors import TrainingInterrupted
+from attention_lab.run import startup_gc
 from attention_lab.run.context import RunContext
 from attention_lab.run.device import resolve_accelerator
 from attention_lab.run.files import METRICS, write_json
@@ -167,6 +168,7 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     elif context.resume_from is not None:
         log.warning("resume=%s: no checkpoint there; training starts again from step 0 in the same dir",
                     context.resume_from)
+    startup_gc.resume()  # everything up to here lives as long as the run: frozen, out of every later collection
     trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
 
     # The final metrics of the trained model, measured once more so that they are exact, not the last interval's.

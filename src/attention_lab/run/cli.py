@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from attention_lab.run.describe import describe, expected_error
 from attention_lab.run.knob_types import check_knob_types
 from attention_lab.run.overrides import is_override
+from attention_lab.run.startup_gc import pause
 from attention_lab.run.tracebacks import full_error_requested, hand_errors_to_lab
 
 # Flags that print something and train nothing: Hydra answers them itself, without our checks.
@@ -77,6 +78,7 @@ def record_kept(argv: Sequence[str]) -> contextlib.AbstractContextManager[None]:
 def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:
     """Runs ``hydra_main`` (the ``@hydra.main`` function of ``script``) on this process's command line."""
     argv = sys.argv[1:]
+    pause()  # until training begins (attention_lab.run.startup_gc)
     try:
         if any(arg.split("=")[0] in INFO_FLAGS for arg in argv):
             hydra_main()
