@@ -177,8 +177,10 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     # for the others forever. The metrics are reduced over the ranks; only rank 0 writes them (below).
     # A signal now (or one that came after the last step) stops the run at once: the final validation and its
     # ablation passes can take minutes on a large validation set, and there is nothing new to save.
+    if stop.signum is not None:  # it came after the last step
+        raise interruption(stop.signum, trainer, graceful)
+    log.info("training done at step %d; final validation", trainer.global_step)
     with stop.raising(lambda signum: interruption(signum, trainer, graceful)):
-        log.info("training done at step %d; final validation", trainer.global_step)
         results = trainer.validate(module, datamodule=datamodule, verbose=False)
     final = {key: value for result in results for key, value in result.items()}
     metrics: dict[str, Any] = {key: float(value) for key, value in final.items()}

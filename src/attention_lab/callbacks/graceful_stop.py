@@ -11,7 +11,7 @@ import lightning as L
 
 from attention_lab.checkpoints import last_checkpoint_path
 from attention_lab.errors import TrainingInterrupted
-from attention_lab.run.signals import StopSignals
+from attention_lab.run.signals import StopNow, StopSignals
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,6 @@ class GracefulStop(L.Callback):
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         """Lightning ends fit by itself on SIGTERM during validation (SIGTERMException) and on Ctrl-C: when
         that was our stop, save the step reached, as at the end of a step. Not after a second Ctrl-C."""
-        stopped_here = isinstance(exception, (TrainingInterrupted, KeyboardInterrupt))
+        stopped_here = isinstance(exception, (TrainingInterrupted, StopNow, KeyboardInterrupt))
         if self.stop.signum is not None and not stopped_here and trainer.state.fn == "fit" and self.saved is None:
             self.save(trainer)

@@ -15,6 +15,16 @@ from types import FrameType
 log = logging.getLogger(__name__)
 
 
+class StopNow(BaseException):
+    """The first signal inside :meth:`StopSignals.raising`, raised where the run is. A BaseException, as
+    KeyboardInterrupt is, so that no ``except Exception`` on its way (a logging handler writing a line, a library's
+    guard) swallows it; :meth:`StopSignals.raising` turns it into the run's own exception."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 class StopSignals:
     """Context manager; ``signum`` is the first signal received inside it, or None."""
 
@@ -27,7 +37,7 @@ class StopSignals:
         self.signum: int | None = None
         self.aborted = False  # a second Ctrl-C: stop now, without saving
         self.previous: dict[int, object] = {}
-        self.interruption: Callable[[int], BaseException] | None = None  # set inside raising()
+        self.at_once = False  # inside raising()
 
     def handler(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:
@@ -36,8 +46,8 @@ class StopSignals:
                 raise KeyboardInterrupt
             return
         self.signum = signum
-        if self.interruption is not None:
-            raise self.interruption(signum)
+        if self.at_once:
+            raise StopNow(signum)
         log.warning("%s received: stopping at the end of this step and saving checkpoints/last.ckpt "
                     "(Ctrl-C again aborts without saving)", signal.Signals(signum).name)
 
@@ -47,11 +57,13 @@ class StopSignals:
         KeyboardInterrupt): for work after the last step, which has nothing to save and need not be finished."""
         if self.signum is not None:  # it came just before
             raise interruption(self.signum)
-        self.interruption = interruption
+        self.at_once = True
         try:
             yield
+        except StopNow as stop:
+            raise interruption(stop.signum) from None
         finally:
-            self.interruption = None
+            self.at_once = False
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():  # signals reach only the main thread
