@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import logging
@@ -175,13 +176,18 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     # One dict per validation set (val/*, then ood/* when task.ood_min_len..task.ood_max_len is set).
     # Every rank validates: under strategy=ddp (SLURM tasks, torchrun) it is a collective, and rank 0 alone would wait
     # for the others forever. The metrics are reduced over the ranks; only rank 0 writes them (below).
-    # A signal now (or one that came after the last step) stops the run at once: the final validation and its
-    # ablation passes can take minutes on a large validation set, and there is nothing new to save.
+    # A signal now stops a single-process run at once: the final validation and its ablation passes can take
+    # minutes on a large validation set, and there is nothing new to save. Under DDP a rank that left the
+    # validation's collectives alone would leave the others waiting: there the signal counts after it.
     if stop.signum is not None:  # it came after the last step
         raise interruption(stop.signum, trainer, graceful)
     log.info("training done at step %d; final validation", trainer.global_step)
-    with stop.raising(lambda signum: interruption(signum, trainer, graceful)):
+    at_once = stop.raising(lambda signum: interruption(signum, trainer, graceful)) if trainer.world_size == 1 \
+        else contextlib.nullcontext()
+    with at_once:
         results = trainer.validate(module, datamodule=datamodule, verbose=False)
+    if stop.signum is not None:
+        raise interruption(stop.signum, trainer, graceful)
     final = {key: value for result in results for key, value in result.items()}
     metrics: dict[str, Any] = {key: float(value) for key, value in final.items()}
     # No wall time (that is in run_info.json): reruns give a byte-identical file. The knobs a sweep varies ride
