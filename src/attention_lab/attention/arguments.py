@@ -16,16 +16,20 @@ from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.positions import OUTSIDE_ATTENTION, POSITIONS
 
 
+def one_of(items: Iterable[str]) -> str:
+    """a, b or c."""
+    items = list(items)
+    return " or ".join(items) if len(items) < 3 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
 def either(names: Iterable[str]) -> str:
     """'a', 'b' or 'c'."""
-    quoted = [f"'{name}'" for name in names]
-    return " or ".join(quoted) if len(quoted) < 3 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return one_of(f"'{name}'" for name in names)
 
 
 def divisors(number: int) -> str:
     """'1, 2, 3 or 6' for 6."""
-    found = [str(d) for d in range(1, number + 1) if number % d == 0]
-    return " or ".join(found) if len(found) < 3 else f"{', '.join(found[:-1])} or {found[-1]}"
+    return one_of(str(d) for d in range(1, number + 1) if number % d == 0)
 
 
 def accepted_positions(variant: Any) -> tuple[str, ...]:
