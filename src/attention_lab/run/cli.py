@@ -44,11 +44,10 @@ def resumed_sweep_dir(argv: Sequence[str]) -> Path | None:
     return Path(str(value)).expanduser().resolve() if is_sweep_dir(value) else None
 
 
-def relaunch_resumed_sweep(argv: Sequence[str], config_dir: Path, script: Path) -> None:
-    """``resume=<sweep dir>``: checked, then this process becomes the sweep's own command line (see
+def relaunch_resumed_sweep(argv: Sequence[str], sweep_dir: Path | None, config_dir: Path, script: Path) -> None:
+    """``resume=<sweep dir>`` (``sweep_dir``): checked, then this process becomes the sweep's own command line (see
     attention_lab.run.sweep_resume.command_line). Returns at once for any other command line, and in the
     relaunched process."""
-    sweep_dir = resumed_sweep_dir(argv)
     if sweep_dir is None:
         return
     if os.environ.get(RELAUNCHED_SWEEP) == str(sweep_dir) and ("-m" in argv or "--multirun" in argv):
@@ -65,11 +64,11 @@ def relaunch_resumed_sweep(argv: Sequence[str], config_dir: Path, script: Path) 
     os.execv(sys.executable, [sys.executable, str(script), *relaunched])
 
 
-def record_kept(argv: Sequence[str]) -> contextlib.AbstractContextManager[None]:
-    """``resume=<sweep dir>``: its multirun.yaml survives Hydra's rewrite of it (see sweep_resume.record_kept)."""
+def record_kept(argv: Sequence[str], sweep_dir: Path | None) -> contextlib.AbstractContextManager[None]:
+    """``resume=<sweep dir>`` (``sweep_dir``): its multirun.yaml survives Hydra's rewrite of it (see
+    sweep_resume.record_kept)."""
     from attention_lab.run.sweep_resume import record_kept, resume_value
 
-    sweep_dir = resumed_sweep_dir(argv)
     if sweep_dir is None:
         return contextlib.nullcontext()
     return record_kept(sweep_dir, f"resume={resume_value(argv)}")
@@ -84,10 +83,11 @@ def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:
             hydra_main()
             return
         hand_errors_to_lab()
-        relaunch_resumed_sweep(argv, config_dir, script)
+        sweep_dir = resumed_sweep_dir(argv)
+        relaunch_resumed_sweep(argv, sweep_dir, config_dir, script)
         try:
             check_knob_types(argv)
-            with record_kept(argv):
+            with record_kept(argv, sweep_dir):
                 hydra_main()
         except Exception as err:  # noqa: BLE001 - fail() says it in one line
             fail(err, argv)
