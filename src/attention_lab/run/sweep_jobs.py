@@ -223,16 +223,16 @@ def sweep_job_configs(overrides: Sequence[str], config_name: str, check_job: Cal
     jobs as it goes gets each value of each sweep override once, and its job dirs are checked by job number.
     ``sweep_config``: the sweep's own config where Hydra composed it already (its sweeper, params and subdir are
     read there instead of composing the first job for them)."""
+    def composed(job: Sequence[str]) -> DictConfig:
+        return compose(config_name, overrides=list(job), return_hydra_config=True)
+
     variants = sweep_variants(overrides)
-    first = None if sweep_config is not None else compose(config_name, overrides=variants[0],
-                                                          return_hydra_config=True)
-    base = sweep_config if first is None else first
+    base = sweep_config if sweep_config is not None else composed(variants[0])
     raw_subdir = OmegaConf.to_container(base.hydra.sweep, resolve=False)["subdir"]
     sweeper = OmegaConf.select(base, "hydra.runtime.choices.hydra/sweeper")
     if sweeper not in (PRODUCT_SWEEPER, BASIC_SWEEPER):
-        if first is None:
-            first = compose(config_name, overrides=variants[0], return_hydra_config=True)
-        configs = [first, *(compose(config_name, overrides=v, return_hydra_config=True) for v in variants[1:])]
+        first = base if sweep_config is None else composed(variants[0])  # the sweep's own config is no job's
+        configs = [first, *(composed(v) for v in variants[1:])]
         for cfg in configs:
             check_job(cfg)
         trials = int(OmegaConf.select(base, "hydra.sweeper.n_trials", default=2) or 2)
@@ -240,7 +240,7 @@ def sweep_job_configs(overrides: Sequence[str], config_name: str, check_job: Cal
         return configs
     arguments = sweep_arguments(base, overrides)
     jobs = planned_jobs(arguments)
-    configs = [compose(config_name, overrides=job, return_hydra_config=True) for job in jobs]
+    configs = [composed(job) for job in jobs]
     for cfg in configs:
         check_job(cfg)
     fingerprints = [what_it_trains(cfg) for cfg in configs]
