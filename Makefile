@@ -34,13 +34,18 @@ MIN_TESTS ?= tests/test_configs.py tests/test_train.py tests/test_hparams.py tes
 # configuration, and to uv a bare `torch==X` means PyPI's build with GBs of CUDA packages. Picking torch's wheel and
 # installing uv run side by side.
 #
-# The venv gets no pip of its own where the interpreter's pip can install into it (pip's --python, pip >= 22.3):
-# seeding pip costs 5 s.
+# uv first resolves and installs from its cache alone (--offline): with a warm cache nothing waits on the index,
+# which uv otherwise asks again for metadata older than the index's cache lifetime. What the cache lacks makes it
+# fail at once, and uv installs again with the network.
+#
+# The venv gets no pip of its own where the interpreter's pip can install into it (pip's --python, pip >= 22.3,
+# which wants the interpreter's path): seeding pip costs seconds.
 $(STAMP): pyproject.toml Makefile
 	@echo "setting up $(VENV) ..."
 	@set -e; \
 	if ! test -x $(BIN)/python; then \
-		if $(PYTHON) -m pip --python $(PYTHON) --version >/dev/null 2>&1; then $(PYTHON) -m venv --without-pip $(VENV); \
+		if $(PYTHON) -m pip --python "$$(command -v $(PYTHON))" --version >/dev/null 2>&1; then \
+			$(PYTHON) -m venv --without-pip $(VENV); \
 		else $(PYTHON) -m venv $(VENV); fi; \
 	fi; \
 	if $(BIN)/python -m pip --version >/dev/null 2>&1; then pip="$(BIN)/python -m pip"; \
@@ -55,6 +60,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -c "import json, sys; [wheel] = json.load(sys.stdin)['install']; \
 		print(wheel['metadata']['name'], '@', wheel['download_info']['url'])" < $(VENV)/torch.json > $(VENV)/torch.txt; \
 	if [ -n "$$uv" ]; then \
+		$$uv pip install -q --offline --python $(BIN)/python -r $(VENV)/torch.txt -e ".[sweeps,dev]" 2>/dev/null || \
 		$$uv pip install -q --python $(BIN)/python -r $(VENV)/torch.txt -e ".[sweeps,dev]" || { uv=; note="uv failed"; }; \
 	fi; \
 	if [ -z "$$uv" ]; then \
