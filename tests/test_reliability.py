@@ -171,13 +171,12 @@ def test_quick_double_ctrl_c_is_recorded(tmp_path):
 
 
 def logged_tags(run_dir: Path) -> set[str]:
-    """The scalar tags in a run's TensorBoard event files."""
+    """The scalar tags in a run's TensorBoard events."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    tags: set[str] = set()
-    for events in (run_dir / "tensorboard").rglob("events.out.tfevents.*"):
-        tags |= set(EventAccumulator(str(events)).Reload().Tags()["scalars"])
-    return tags
+    from attention_lab.run.files import tensorboard_dir
+
+    return set(EventAccumulator(str(tensorboard_dir(run_dir))).Reload().Tags()["scalars"])
 
 
 def test_sigterm_during_the_final_validation_stops_it_at_once_and_is_recorded(tmp_path):
