@@ -9,7 +9,8 @@
 
 Hydra composes the config for the run (twice: its own floor); the lab checks that composition in a Hydra callback
 before anything is created (a top-level knob of the wrong type: before Hydra starts), and rejects a bad setting
-with one `error: ...` line (HYDRA_FULL_ERROR=1 for a traceback). The command line is never rewritten: `resume=<sweep dir>` relaunches the sweep's own command line.
+with one `error: ...` line (HYDRA_FULL_ERROR=1 for a traceback). The command line is never rewritten:
+`resume=<sweep dir>` relaunches the sweep's own command line.
 Heavy libraries (torch, lightning) are imported only once training starts, so --help and config errors are fast.
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import inspect
 import logging
 import os
@@ -179,15 +180,14 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     # A signal now stops a single-process run at once: the final validation and its ablation passes can take
     # minutes on a large validation set, and there is nothing new to save. Under DDP a rank that left the
     # validation's collectives alone would leave the others waiting: there the signal counts after it.
+    interrupted = functools.partial(interruption, trainer=trainer, graceful=graceful)
     if stop.signum is not None:  # it came after the last step
-        raise interruption(stop.signum, trainer, graceful)
+        raise interrupted(stop.signum)
     log.info("training done at step %d; final validation", trainer.global_step)
-    at_once = stop.raising(lambda signum: interruption(signum, trainer, graceful)) if trainer.world_size == 1 \
-        else contextlib.nullcontext()
-    with at_once:
+    with stop.raising(interrupted) if trainer.world_size == 1 else contextlib.nullcontext():
         results = trainer.validate(module, datamodule=datamodule, verbose=False)
     if stop.signum is not None:
-        raise interruption(stop.signum, trainer, graceful)
+        raise interrupted(stop.signum)
     final = {key: value for result in results for key, value in result.items()}
     metrics: dict[str, Any] = {key: float(value) for key, value in final.items()}
     # No wall time (that is in run_info.json): reruns give a byte-identical file. The knobs a sweep varies ride
