@@ -2,7 +2,7 @@
 byte-identical metrics.json (wall time lives in run_info.json) and bit-identical weights and optimizer state in
 last.ckpt, with one thread and with two. Two runs started in the same second get their own run dirs; nothing is
 overwritten. (Across machines, torch builds or thread counts the floating-point sums may run in another order:
-the README says what carries over.)"""
+docs/experiments.md says what carries over.)"""
 
 from __future__ import annotations
 

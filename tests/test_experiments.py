@@ -1,6 +1,6 @@
-"""The experiments that ship with the lab (configs/experiment/): each composes into the sweep the README
-describes, every job is a valid config, and the differences the README reports show up in short versions of
-them (one seed; the README's tables have five)."""
+"""The experiments that ship with the lab (configs/experiment/): each composes into the sweep docs/experiments.md
+describes, every job is a valid config, and the differences docs/experiments.md reports show up in short versions
+of them (one seed; its tables have five)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ PRESETS = {  # preset -> (the settings it sweeps, jobs)
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_the_preset_is_the_sweep_the_readme_describes(preset):
+def test_the_preset_is_the_sweep_the_docs_describe(preset):
     swept, count = PRESETS[preset]
     with hydra_compose_api(CONFIG_DIR):
         configs = sweep_job_configs([f"experiment={preset}"], "train", validate)  # distinct runs, distinct dirs

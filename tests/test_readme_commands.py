@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import shlex
+import sys
 from contextlib import redirect_stdout
 from functools import cache
 from io import StringIO
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from attention_lab.run.overrides import is_override, override_key
+from attention_lab.run.sweep_resume import ADDED_ON_RESUME
 from conftest import ROOT, TRAIN, check_command_line, compose_config, run_script
 
 README = ROOT / "README.md"
@@ -28,6 +31,7 @@ def command_blocks(text: str) -> list[str]:
     commands = []
     for block in re.findall(r"^```bash\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
         for line in block.replace("\\\n", " ").splitlines():
+            line = PLACEHOLDER.sub(lambda found: found.group(0).replace(" ", "_"), line)  # <run dir>: one word
             words = shlex.split(line, comments=True)
             if words:
                 commands.append(shlex.join(words))
@@ -58,7 +62,11 @@ def script_flags(script: Path) -> frozenset[str]:
     """The options an argparse script lists under its --help, from its own main() (in-process)."""
     spec = importlib.util.spec_from_file_location(f"readme_{script.stem}", script)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(script.parent))  # as Python runs a script: its folder first (benchmark.py imports from it)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(script.parent))
     out = StringIO()
     with redirect_stdout(out), pytest.raises(SystemExit) as exited:
         module.main(["--help"])
@@ -78,6 +86,11 @@ def check_train(args: list[str]) -> None:
             assert key in compose_config(), f"{arg}: there is no setting {key!r}"
         else:
             overrides.append(arg)
+    if any(arg.startswith("resume=") for arg in args):  # the rest comes from the record: only what a resume adds
+        added = [arg for arg in overrides if is_override(arg)]
+        refused = [arg for arg in added if override_key(arg) not in ADDED_ON_RESUME]
+        assert not refused, f"a resume may not add {refused}"
+        overrides = [arg for arg in overrides if arg not in added]
     if "--cfg" in flags or "--help" in flags:  # prints, trains nothing: the rest must still compose
         overrides = [arg for arg in overrides if arg not in ("--cfg", "-c", "job", "hydra", "all", "--help")]
     check_command_line(overrides)
@@ -86,9 +99,6 @@ def check_train(args: list[str]) -> None:
 def check_script(script: Path, args: list[str]) -> None:
     unknown = [arg.split("=")[0] for arg in args if arg.startswith("-") and arg.split("=")[0] not in script_flags(script)]
     assert not unknown, f"{script.name} has no flag {unknown}"
-    for arg in args:
-        if not arg.startswith("-") and ("/" in arg) and not PLACEHOLDER.search(arg) and " " not in arg:
-            assert (ROOT / arg).exists(), f"{script.name}: {arg} does not exist"
 
 
 def check_command(command: str) -> None:
@@ -131,6 +141,21 @@ def test_a_readme_command_works_as_written(command: str):
     check_command(command)
 
 
+def docs_commands() -> list[str]:
+    """The lab's commands in the docs pages' command blocks (not those of other tools: sinfo, apt-get, ...), less the
+    README's (checked above) and the bare experiment sweeps (`-m experiment=<preset>`: tests/test_experiments.py
+    composes and checks every job of every preset)."""
+    commands = {command for page in sorted((ROOT / "docs").glob("*.md")) for command in command_blocks(page.read_text())
+                if command.split()[0] in ("python", "make", "source")}
+    preset_sweeps = {command for command in commands if re.fullmatch(r"python scripts/train\.py -m experiment=\w+", command)}
+    return sorted(commands - set(readme_commands()) - preset_sweeps)
+
+
+@pytest.mark.parametrize("command", docs_commands())
+def test_a_docs_command_works_as_written(command: str):
+    check_command(command)
+
+
 @pytest.mark.parametrize(("command", "named"), [
     ("python scripts/trian.py", "trian.py"),                               # no such script
     ("python scripts/train.py model=selff", "selff"),                      # no such option
@@ -138,6 +163,7 @@ def test_a_readme_command_works_as_written(command: str):
     ("python scripts/train.py -m model=self,multihead heads=1,5", "heads=5"),  # a sweep refused whole
     ("python scripts/train.py --cgf job", "--cgf"),                        # no such flag
     ("python scripts/train.py reusme=outputs/runs/<date>/<time>", "reusme"),  # a value to fill in, of no setting
+    ("python scripts/train.py resume=outputs/multirun/<date>/<time> model=self", "model=self"),  # kept from the record
     ("python scripts/compare.py outputs/multirun/<date>/<time> --plots", "--plots"),
     ("make trian", "trian"),
     ("source venv/bin/activate", "venv/bin/activate"),
@@ -173,3 +199,13 @@ def test_the_anchor_check_knows_githubs_ids():
     assert github_anchor("Zoology's recall gap: why attention, and not something cheaper") == \
         "zoologys-recall-gap-why-attention-and-not-something-cheaper"
     assert github_anchor("How `make setup` installs") == "how-make-setup-installs"
+
+
+def test_records_md_lists_what_a_resume_may_add():
+    """docs/records.md says what a resume may add to a sweep's command line: the lab's own list, no more, no less."""
+    text = (ROOT / "docs" / "records.md").read_text()
+    section = text[text.index("## What a resume may add"):]
+    section = section[:section.index("\n## ", 1)]
+    listed = set(re.findall(r"^- (.+)$", section, re.MULTILINE))
+    names = {name for line in listed for name in re.findall(r"`([\w./]+)`", line)}
+    assert names == set(ADDED_ON_RESUME)
