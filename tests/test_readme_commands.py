@@ -195,6 +195,16 @@ def test_every_docs_link_of_the_readme_exists():
             assert anchor in anchors(target), f"README links {path}#{anchor}: no such heading"
 
 
+def test_every_link_between_the_docs_pages_exists():
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.MULTILINE | re.DOTALL)
+        for path, anchor in re.findall(r"\]\(([^)#\s:]*)(?:#([^)\s]+))?\)", text):
+            target = (page.parent / path) if path else page
+            assert target.exists(), f"docs/{page.name} links {path}, which does not exist"
+            if anchor:
+                assert anchor in anchors(target), f"docs/{page.name} links {path}#{anchor}: no such heading"
+
+
 def test_the_anchor_check_knows_githubs_ids():
     assert github_anchor("Zoology's recall gap: why attention, and not something cheaper") == \
         "zoologys-recall-gap-why-attention-and-not-something-cheaper"
