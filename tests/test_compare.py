@@ -317,3 +317,40 @@ def test_best_head_score_column_on_request(tmp_path):
     assert [j.metrics["head_score/induction/max"] for j in chosen.jobs] == [0.55, 0.81]
     assert "head_score/previous_token/max" not in chosen.jobs[0].metrics
     assert [j.best for j in chosen.jobs] == [False, True]
+
+
+# ---------------------------------------------------------------------------------------------- compare.png
+
+def tied_sweep(tmp_path, steps_to_solve):
+    """Three jobs that all solved the task (val/seq_acc 1.0), at the given steps."""
+    sweep = tmp_path / "sweep"
+    for job, (heads, steps) in enumerate(zip((1, 2, 4), steps_to_solve, strict=True)):
+        write_job(sweep, job, [f"heads={heads}"], run_info={"status": "ok", "wall_time_s": 2.0},
+                  metrics={"val/seq_acc": 1.0, "val/loss": 0.01, "steps_to_solve": steps, "global_step": 600})
+    return sweep
+
+
+def chart_texts(sweep_dir):
+    from attention_lab.review.compare import bar_figure
+
+    (ax,) = bar_figure(collect_sweep(sweep_dir)).axes
+    return ax.get_title(), ax.get_xlabel(), [text.get_text() for text in ax.texts]
+
+
+def test_a_chart_of_jobs_that_tie_draws_the_metric_that_tells_them_apart(tmp_path):
+    title, xlabel, labels = chart_texts(tied_sweep(tmp_path, (550, 250, 150)))
+    assert labels == ["550", "250", "150 ★ best"]
+    assert xlabel == "steps_to_solve (lower is better)"
+    assert title.startswith("steps_to_solve per configuration (val/seq_acc ties at 1.000)")
+
+
+def test_a_chart_of_jobs_that_tie_on_every_metric_says_so(tmp_path):
+    title, _, labels = chart_texts(tied_sweep(tmp_path, (250, 250, 250)))
+    assert labels == ["1.000", "1.000", "1.000"]  # no job is the best of equals
+    assert "every job ties: val/seq_acc ties at 1.000" in title
+
+
+def test_a_chart_of_jobs_that_differ_draws_the_optimized_metric(written_sweep):
+    title, xlabel, labels = chart_texts(written_sweep)
+    assert xlabel == "val/seq_acc (higher is better)" and "ties" not in title
+    assert labels == ["0.750", "0.875 ★ best", "failed", "interrupted", "running", "failed"]
