@@ -86,21 +86,22 @@ def check_command_line(argv: list[str], config_dir: Path = CONFIG_DIR) -> None:
     command line, composed in-process with the Compose API as Hydra composes it for the run."""
     from hydra.types import RunMode
 
+    from attention_lab.checks import validate
     from attention_lab.run.compose_api import hydra_compose_api
     from attention_lab.run.knob_types import check_knob_types
     from attention_lab.run.overrides import is_override
-    from attention_lab.run.preflight import check_launched_job, check_single_run, check_sweep_job
+    from attention_lab.run.preflight import check_single_run, check_sweep_job
     from attention_lab.run.sweep_jobs import sweep_job_configs
 
     overrides = [arg for arg in argv if is_override(arg)]
     check_knob_types(argv)
     with hydra_compose_api(config_dir):
         if "-m" in argv or "--multirun" in argv:
-            sweep_job_configs(overrides, "train", check_sweep_job, check_launched_job)
+            sweep_job_configs(overrides, "train", check_sweep_job, validate)
             return
         cfg = compose("train", overrides=overrides, return_hydra_config=True)
         if cfg.hydra.mode == RunMode.MULTIRUN:  # a preset such as hparams_search=optuna makes it a sweep
-            sweep_job_configs(overrides, "train", check_sweep_job, check_launched_job)
+            sweep_job_configs(overrides, "train", check_sweep_job, validate)
             return
         check_single_run(cfg, "train")
 

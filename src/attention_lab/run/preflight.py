@@ -5,12 +5,13 @@ anything. A bad setting ends the command with one ``error: ...`` line.
 - Typos, wrong types and unknown options fail for runs and sweeps alike.
 - A single run is checked completely: settings, device, corpus and task data, and ``resume=``.
 - A sweep is checked whole before its first job starts: every job it launches is composed and passes the config
-  rules and the data checks (:func:`check_launched_job`), and one bad job refuses the sweep in a line that names
-  it. A search (Optuna) picks its trials as it goes: each choice and each bound of its search space is checked
-  once, in a trial it could ask for. A sweep whose jobs share a dir is refused (:mod:`.sweep_jobs`); combinations
-  that would train the same run are folded into one job (with Hydra's basic sweeper: refused).
-- What needs torch or the machine a job runs on (the device; the attention class's own option values) is checked
-  again in each job's task function, where a job on a SLURM node has its own machine.
+  rules (:func:`attention_lab.checks.validate`), and one bad job refuses the sweep in a line that names it. A
+  search (Optuna) picks its trials as it goes: each choice and each bound of its search space is checked once, in
+  a trial it could ask for. A sweep whose jobs share a dir is refused (:mod:`.sweep_jobs`); combinations that
+  would train the same run are folded into one job (with Hydra's basic sweeper: refused).
+- What reads files or asks the machine (the corpus and task data, the device, the attention class's own option
+  values) is checked in each job's task function, on the machine and at the time the job runs (a SLURM node, a
+  corpus written meanwhile): such a failure fails only its own job, which the sweep summary records.
 """
 
 from __future__ import annotations
@@ -36,27 +37,20 @@ from attention_lab.run.sweep_jobs import sweep_job_configs
 from attention_lab.run.tracebacks import full_error_requested
 
 
-def check_data(cfg: DictConfig) -> None:
-    """The checks that read files, without torch: the corpus, and the task data it makes (the longer set too)."""
-    from attention_lab.config import TaskConfig, typed
+def check_machine_and_data(cfg: DictConfig) -> None:
+    """The checks that read files or ask torch: corpus, task data, device, and one block's attention built as the
+    model builds it (the variant's class checks what the torch-free rules cannot: its own options' values)."""
+    from attention_lab.attention import AttentionArgumentError
+    from attention_lab.config import ModelConfig, TaskConfig, typed
     from attention_lab.data.corpus import Vocabulary, read_sentences
     from attention_lab.data.tasks import build_task
+    from attention_lab.model import block_attention
 
     task = typed(TaskConfig, cfg.task)
     sentences = read_sentences(task.corpus)
     vocab, builder = Vocabulary.for_task(sentences, task.words), build_task(task.name)
     builder.check(vocab, sentences, task)
     builder.check_ood(vocab, sentences, task)
-
-
-def check_machine_and_data(cfg: DictConfig) -> None:
-    """The checks that read files or ask torch: corpus, task data, device, and one block's attention built as the
-    model builds it (the variant's class checks what the torch-free rules cannot: its own options' values)."""
-    from attention_lab.attention import AttentionArgumentError
-    from attention_lab.config import ModelConfig, typed
-    from attention_lab.model import block_attention
-
-    check_data(cfg)
     resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
     model = typed(ModelConfig, OmegaConf.to_container(cfg.model, resolve=True))
     try:
@@ -100,7 +94,7 @@ def command_overrides(cfg: DictConfig) -> list[str]:
 
 def check_sweep(cfg: DictConfig, config_name: str) -> None:
     """Raises what is wrong with any job of a sweep; ``cfg`` is the sweep's config, as Hydra composed it."""
-    sweep_job_configs(command_overrides(cfg), config_name, check_sweep_job, check_launched_job, sweep_config=cfg)
+    sweep_job_configs(command_overrides(cfg), config_name, check_sweep_job, validate, sweep_config=cfg)
 
 
 def check_launch(cfg: DictConfig) -> None:
@@ -121,13 +115,6 @@ def check_sweep_job(cfg: DictConfig) -> None:
     if cfg.get("resume") and not sweep_resume.is_sweep_dir(cfg.resume):  # resume=<sweep dir> relaunches a sweep
         raise ConfigError(f"resume={cfg.resume} is invalid with -m (a sweep): resume one run at a time "
                           "(a sweep job too: resume=<sweep dir>/<job number>)")
-
-
-def check_launched_job(cfg: DictConfig) -> None:
-    """What every job a sweep launches must pass before the first one starts: the config rules and its data (the
-    device and what needs torch: in the job, see the module's docstring)."""
-    validate(cfg)
-    check_data(cfg)
 
 
 def refuse(check: Callable[[], None], overrides: Sequence[str]) -> None:

@@ -107,7 +107,7 @@ class RunTask:
                 if resume:
                     cfg, plan = resumed_config(str(resume))
                     OmegaConf.set_readonly(cfg, True)  # as the config it replaces
-                elif self.multirun:  # a sweep's jobs were checked by the config rules; device and torch's checks: on its machine
+                elif self.multirun:  # the sweep checked its config rules; its data and machine: here, as the job runs
                     from attention_lab.run.preflight import check_run
 
                     check_run(cfg)
