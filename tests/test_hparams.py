@@ -1,10 +1,13 @@
-"""TensorBoard's HParams tab: a sweep's jobs show only the settings the sweep varies (from the command line or a
-preset's sweeper params), as they took effect; a single run shows every knob."""
+"""TensorBoard's HParams tab: every run shows every knob, a sweep job also the settings its sweep varies beyond them
+(from the command line or a preset's sweeper params), as they took effect, and each run its name (its overrides).
+TensorBoard takes the table's columns from the first run it reads: over a logdir of single runs and sweeps, every
+run's columns hold every knob."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
@@ -24,16 +27,42 @@ def logged_hparams(run_dir: Path) -> dict:
     return {key: value.string_value or value.number_value for key, value in start.hparams.items()}
 
 
-def test_a_sweep_job_shows_what_the_sweep_varies(tmp_path: Path):
-    sweep = tmp_path / "sweep"
+KNOBS = {"model", "heads", "kv_heads", "d_model", "layers", "mask", "window", "position", "block", "task", "lr",
+         "batch_size", "dropout", "seed"}
+
+
+def logged_columns(run_dir: Path) -> set[str]:
+    """The HParams columns the run declares: what TensorBoard shows when it reads this run first."""
+    events = EventAccumulator(str(tensorboard_dir(run_dir)), size_guidance={"tensors": 0}).Reload()
+    content = events.PluginTagToContent(hparams_metadata.PLUGIN_NAME)
+    experiment = hparams_metadata.parse_experiment_plugin_data(content[hparams_metadata.EXPERIMENT_TAG])
+    return {info.name for info in experiment.hparam_infos}
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    sweep = tmp_path_factory.mktemp("hparams") / "sweep"
     run_train(sweep, "model=self,multihead", "heads=2", "task.delay=0,1", "task=copy", *TINY, multirun=True)
+    return sweep
+
+
+def test_a_sweep_job_shows_every_knob_and_what_the_sweep_varies(sweep: Path):
     shown = [logged_hparams(sweep / str(job)) for job in range(4)]
-    # heads=2 and task=copy are the same in every job: not shown. model=self trains one head.
-    assert shown == [{"model": "self", "task.delay": 0}, {"model": "self", "task.delay": 1},
-                     {"model": "multihead", "task.delay": 0}, {"model": "multihead", "task.delay": 1}]
+    # model=self trains one head whatever heads=2 says: the column says what took effect.
+    assert [(s["model"], s["heads"], s["task"], s["task.delay"]) for s in shown] == [
+        ("self", 1, "copy", 0), ("self", 1, "copy", 1), ("multihead", 2, "copy", 0), ("multihead", 2, "copy", 1)]
+    assert all(set(s) == KNOBS | {"run", "task.delay"} for s in shown)
+    assert [s["run"].split(",max_steps=")[0] for s in shown] == [  # its overrides, as its TensorBoard run is named
+        "model=self,heads=2,task.delay=0,task=copy", "model=self,heads=2,task.delay=1,task=copy",
+        "model=multihead,heads=2,task.delay=0,task=copy", "model=multihead,heads=2,task.delay=1,task=copy"]
 
 
 def test_a_single_run_shows_every_knob(tiny_trained_run: Path):
     shown = logged_hparams(tiny_trained_run)
-    assert {"model", "heads", "kv_heads", "d_model", "layers", "mask", "window", "position", "block", "task", "lr",
-            "batch_size", "dropout", "seed"} == set(shown)
+    assert set(shown) == KNOBS | {"run"}
+
+
+def test_over_runs_and_sweeps_every_run_declares_every_knob(sweep: Path, tiny_trained_run: Path):
+    """A mixed outputs/: whichever run TensorBoard reads first, its columns hold every knob and the run's name."""
+    for run_dir in [tiny_trained_run, *(sweep / str(job) for job in range(4))]:
+        assert logged_columns(run_dir) >= KNOBS | {"run"}, run_dir

@@ -114,7 +114,7 @@ class RunTask:
                 context = RunContext(
                     # A resumed run keeps the name its first attempt had: the same TensorBoard run, continued.
                     name=run_name(plan.saved if plan else self.overrides),
-                    # TensorBoard's HParams columns: what the sweep varies (a single run shows every knob).
+                    # HParams columns beside every knob: what the sweep varies (a single run: none more).
                     shown_hparams=tuple(swept_keys(self.sweep_dir, HydraConfig.get().sweeper.get("params")))
                     if self.multirun else (),
                     resume_from=self.run_dir if plan else None)  # a resumed run's dir is its own (hydra.run.dir)
