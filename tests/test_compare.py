@@ -347,7 +347,8 @@ def test_a_chart_of_jobs_that_tie_draws_the_metric_that_tells_them_apart(tmp_pat
 def test_a_chart_of_jobs_that_tie_on_every_metric_says_so(tmp_path):
     title, _, labels = chart_texts(tied_sweep(tmp_path, (250, 250, 250)))
     assert labels == ["1.000", "1.000", "1.000"]  # no job is the best of equals
-    assert "every job ties: val/seq_acc ties at 1.000" in title
+    assert ("(every job ties: val/seq_acc ties at 1.000; no other metric tells them apart (steps_to_solve, "
+            "val/loss))") in title
 
 
 def test_a_chart_of_jobs_that_differ_draws_the_optimized_metric(written_sweep):

@@ -77,4 +77,4 @@ def chart_metric(sweep: Sweep) -> ChartMetric:
             return ChartMetric(name, direction, candidate, best_of(candidate, direction), tie)
     others = ", ".join(name for name, _ in TIE_BREAKERS if name != sweep.metric)
     return ChartMetric(sweep.metric, sweep.direction, values, [False] * len(values),
-                       f"every job ties: {tie}, and {others} do not tell them apart either")
+                       f"every job ties: {tie}; no other metric tells them apart ({others})")
