@@ -3,7 +3,8 @@ the first of them, see :class:`SweepPlan`), and that no two jobs write to the sa
 
 The lab's product sweeper (``hydra/sweeper=product``, the default; src/hydra_plugins/attention_lab_sweeper) runs
 the product of the sweep's values, each distinct run once. Hydra's ``basic`` sweeper runs the whole product: there
-a sweep whose jobs repeat a run is refused. Either way every job is composed and checked before the first starts.
+a sweep whose jobs repeat a run is refused. Either way every job is composed and checked (by the caller's checks:
+the config rules, see :mod:`.preflight`) before the first starts.
 Other sweepers (Optuna) choose their jobs as they go: each choice of the search space and each bound of a range is
 checked once, in a trial the search could ask for (the other settings at their first value or lower bound), and
 the job dirs are checked by job number.
