@@ -88,8 +88,8 @@ setup: $(STAMP)  ## create .venv and install the project
 train: setup  ## train the default experiment (pass overrides with ARGS="model=multihead heads=3")
 	$(BIN)/python scripts/train.py $(ARGS)
 
-tensorboard: setup  ## TensorBoard on outputs/ (or LOGDIR=<run or sweep dir>), every logged step kept
-	$(BIN)/python scripts/start_tensorboard.py $(if $(LOGDIR),$(LOGDIR),outputs) $(ARGS)
+tensorboard: setup  ## TensorBoard on the newest sweep (or LOGDIR=outputs, a run or sweep dir), every logged step kept
+	$(BIN)/python scripts/start_tensorboard.py $(LOGDIR) $(ARGS)
 
 # `make test` and `make test-all` run in two parts and fail if either fails (pytest's exit 5, "no tests ran",
 # included): the parallel part on TEST_WORKERS pytest-xdist workers (--dist loadscope: a module's tests share a

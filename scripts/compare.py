@@ -22,7 +22,8 @@ status, error), then one "folded: ..." line per combination of the sweep that wa
 the same run (`-m model=self,multihead heads=1,2`: self has one head), and writes beside the sweep's jobs:
   compare.csv   raw values, one row per job
   compare.md    the table in Markdown
-  compare.png   bar chart of the optimized metric per configuration (best highlighted)
+  compare.png   bar chart of the optimized metric per configuration (best highlighted); when every job ties
+                on it (all val/seq_acc 1.000), of steps_to_solve, else val/loss, the title saying what tied
   compare_groups.csv   with several seeds per configuration: mean, std and n per configuration
                        (compare.md then has a second section, "Seeds")
   heads.md      with --heads KIND[,KIND...]: which heads matter, the detector scores and ablation drops of each

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """TensorBoard on the lab's runs, showing every step they logged.
 
-    python scripts/start_tensorboard.py                                  # every run and sweep job under outputs/
+    python scripts/start_tensorboard.py                                  # the newest sweep under outputs/
+    python scripts/start_tensorboard.py outputs                          # every run and sweep job under outputs/
     python scripts/start_tensorboard.py outputs/multirun/<date>/<time>   # one sweep: its HParams table alone
     python scripts/start_tensorboard.py outputs/runs/<date>/<time> --port 6007   # other flags go to TensorBoard
 
@@ -9,6 +10,11 @@ TensorBoard keeps 10 steps of each image and text tag by default and drops the r
 every 25 steps with callbacks.attention_maps.image_every_n_steps=25: 2 of 12 gone; the predictions likewise). This
 starts it with `--samples_per_plugin` raised to 10,000 steps a tag: every step of any run the lab trains. Not 0: TensorBoard's help calls 0
 "all", but TensorBoard 2.21 then serves none (with either loader). A `--samples_per_plugin` of your own replaces it.
+Without a logdir it opens the newest sweep under outputs/ (the sweep whose multirun.yaml changed last), whose HParams
+table compares its jobs, and says so with the command that opens everything; with no sweep there, outputs/ itself.
+TensorBoard's HParams tab shows one table per logdir, its columns taken from the first run it reads: every run
+logs every knob, so a logdir of many sweeps has them all, but a column only one sweep varies (`task.delay`) is
+there when that sweep is opened alone.
 (Not named tensorboard.py: scripts/ is first on the path of every script here, and it would hide the package.)
 """
 
@@ -17,6 +23,7 @@ import os
 import sys
 from pathlib import Path
 
+OUTPUTS = "outputs"  # where scripts/train.py writes its runs and sweeps (configs/hydra/default.yaml)
 # Every plugin the lab writes many steps of: the maps (images), predictions (text), the attention tab's tensors.
 STEPS_KEPT = 10_000
 KEEP_EVERY_STEP = "--samples_per_plugin=" + ",".join(f"{plugin}={STEPS_KEPT}" for plugin in ("images", "text", "attention_lab"))
@@ -26,6 +33,28 @@ def tensorboard_argv(logdir: Path, flags: list[str]) -> list[str]:
     own_samples = any(flag.split("=")[0] == "--samples_per_plugin" for flag in flags)
     return [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
             *([] if own_samples else [KEEP_EVERY_STEP]), *flags]
+
+
+def newest_sweep(outputs: Path) -> Path | None:
+    """The sweep dir under ``outputs`` whose record (Hydra's multirun.yaml) changed last; None when there is none.
+    A sweep's own dirs are not searched further."""
+    from attention_lab.run.files import MULTIRUN_RECORD
+
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(outputs):
+        if MULTIRUN_RECORD in files:
+            found.append(Path(folder))
+            dirs.clear()
+    return max(found, key=lambda sweep: ((sweep / MULTIRUN_RECORD).stat().st_mtime, str(sweep)), default=None)
+
+
+def default_logdir(outputs: Path) -> tuple[Path, str]:
+    """What a bare ``start_tensorboard.py`` opens, and the line that says so: the newest sweep, else ``outputs``."""
+    sweep = newest_sweep(outputs)
+    if sweep is None:
+        return outputs, f"TensorBoard on every run under {outputs} (no sweep there)"
+    return sweep, (f"TensorBoard on the newest sweep, {sweep} (its HParams table compares its jobs); every run and "
+                   f"sweep: python scripts/start_tensorboard.py {outputs}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,11 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     if positional and args.logdir:
         print("error: logdir given twice (as the first argument and as --logdir): give one", file=sys.stderr)
         return 2
-    given = positional or args.logdir or "outputs"
+    given = positional or args.logdir or OUTPUTS
     logdir = Path(given)
     if not logdir.is_dir():
         print(f"error: logdir={given} is not a directory: give outputs/, a run dir or a sweep dir", file=sys.stderr)
         return 2
+    if not (positional or args.logdir):
+        logdir, note = default_logdir(logdir)
+        print(note, file=sys.stderr, flush=True)
     command = tensorboard_argv(logdir, flags)
     os.execv(command[0], command)  # TensorBoard takes this process over: Ctrl-C stops it as usual
     return 0  # not reached

@@ -1,4 +1,4 @@
-"""scripts/compare.py on a real 2-job sweep whose first job fails (Lightning rejects trainer.devices=0)."""
+"""scripts/compare.py on a real 2-job sweep whose first job fails (its loss diverges at once)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ COMPARE = ROOT / "scripts" / "compare.py"
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     sweep_dir = tmp_path_factory.mktemp("sweep") / "sweep"
-    # Job 0 fails when the Trainer is built; job 1 trains. The sweep itself exits non-zero.
-    run_train(sweep_dir, "trainer.devices=0,1", "max_steps=60", "task.train_size=256", "task.val_size=64",
+    # Job 0 diverges at its first step (lr=1e30); job 1 trains. The sweep itself exits non-zero.
+    run_train(sweep_dir, "lr=1e30,0.003", "max_steps=60", "task.train_size=256", "task.val_size=64",
               "~callbacks.attention_maps", multirun=True, check=False)
     assert (sweep_dir / "1" / "metrics.json").is_file(), "the good job of the sweep did not finish"
     return sweep_dir
@@ -41,15 +41,15 @@ def test_compare_script_reports_every_job(sweep, tmp_path):
     sweep = copy_of(sweep, tmp_path)
     proc = run_script(COMPARE, str(sweep), timeout=120, check=True)
     rows = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines() if line.startswith("│")}
-    assert "trainer.devices=0" in rows["0"] and "failed" in rows["0"]
-    assert "trainer.devices=1" in rows["1"] and " ok " in rows["1"]
+    assert "lr=1e+30" in rows["0"] and "failed" in rows["0"]
+    assert "lr=0.003" in rows["1"] and " ok " in rows["1"]
     assert "1 ok, 1 failed" in proc.stdout
 
     metrics = json.loads((sweep / "1" / "metrics.json").read_text())
     with (sweep / "compare.csv").open() as f:
         table = list(csv.DictReader(f))
     assert [(r["job"], r["overrides"], r["status"]) for r in table] == [
-        ("0", "trainer.devices=0", "failed"), ("1", "trainer.devices=1", "ok")]
+        ("0", "lr=1e+30", "failed"), ("1", "lr=0.003", "ok")]
     good, bad = table[1], table[0]
     assert float(good["val/seq_acc"]) == pytest.approx(metrics["val/seq_acc"])
     assert float(good["val/loss"]) == pytest.approx(metrics["val/loss"])
@@ -57,12 +57,12 @@ def test_compare_script_reports_every_job(sweep, tmp_path):
     assert float(good["wall_time_s"]) > 0
     assert bad["val/seq_acc"] == "" and bad["error"]
     if (sweep / "sweep_summary.json").is_file():  # the sweep recorded the job's exception
-        assert "devices=0" in bad["error"]
+        assert "diverged" in bad["error"]
     assert "max_steps=60" in good["all_overrides"]
 
     markdown = (sweep / "compare.md").read_text()
     assert "| job | overrides | status | val/seq_acc |" in markdown
-    assert "| 0 | `trainer.devices=0` | failed |" in markdown and "| 1 | `trainer.devices=1` | ok |" in markdown
+    assert "| 0 | `lr=1e+30` | failed |" in markdown and "| 1 | `lr=0.003` | ok |" in markdown
     with Image.open(sweep / "compare.png") as image:
         assert image.size[0] > 400 and image.size[1] > 150
 
@@ -317,3 +317,41 @@ def test_best_head_score_column_on_request(tmp_path):
     assert [j.metrics["head_score/induction/max"] for j in chosen.jobs] == [0.55, 0.81]
     assert "head_score/previous_token/max" not in chosen.jobs[0].metrics
     assert [j.best for j in chosen.jobs] == [False, True]
+
+
+# ---------------------------------------------------------------------------------------------- compare.png
+
+def tied_sweep(tmp_path, steps_to_solve):
+    """Three jobs that all solved the task (val/seq_acc 1.0), at the given steps."""
+    sweep = tmp_path / "sweep"
+    for job, (heads, steps) in enumerate(zip((1, 2, 4), steps_to_solve, strict=True)):
+        write_job(sweep, job, [f"heads={heads}"], run_info={"status": "ok", "wall_time_s": 2.0},
+                  metrics={"val/seq_acc": 1.0, "val/loss": 0.01, "steps_to_solve": steps, "global_step": 600})
+    return sweep
+
+
+def chart_texts(sweep_dir):
+    from attention_lab.review.compare import bar_figure
+
+    (ax,) = bar_figure(collect_sweep(sweep_dir)).axes
+    return ax.get_title(), ax.get_xlabel(), [text.get_text() for text in ax.texts]
+
+
+def test_a_chart_of_jobs_that_tie_draws_the_metric_that_tells_them_apart(tmp_path):
+    title, xlabel, labels = chart_texts(tied_sweep(tmp_path, (550, 250, 150)))
+    assert labels == ["550", "250", "150 ★ best"]
+    assert xlabel == "steps_to_solve (lower is better)"
+    assert title.startswith("steps_to_solve per configuration (val/seq_acc ties at 1.000)")
+
+
+def test_a_chart_of_jobs_that_tie_on_every_metric_says_so(tmp_path):
+    title, _, labels = chart_texts(tied_sweep(tmp_path, (250, 250, 250)))
+    assert labels == ["1.000", "1.000", "1.000"]  # no job is the best of equals
+    assert ("(every job ties: val/seq_acc ties at 1.000; no other metric tells them apart (steps_to_solve, "
+            "val/loss))") in title
+
+
+def test_a_chart_of_jobs_that_differ_draws_the_optimized_metric(written_sweep):
+    title, xlabel, labels = chart_texts(written_sweep)
+    assert xlabel == "val/seq_acc (higher is better)" and "ties" not in title
+    assert labels == ["0.750", "0.875 ★ best", "failed", "interrupted", "running", "failed"]

@@ -152,6 +152,14 @@ COMPOSE_CASES = {
     "layers not an integer": (["layers=1.5"], "layers=1.5 is invalid: expected an integer, got '1.5'"),
     "lr not a number": (["lr=fast"], "lr=fast is invalid: expected a number, got 'fast'"),
     "unknown trainer preset": (["trainer=tpu"], "trainer=tpu is unknown: choose one of"),
+    # A misspelt option gets the nearest of the group's options, as a misspelt setting gets the nearest setting.
+    "option typo": (["model=selff"], "model=selff is unknown: choose one of conv, cross, linear, multihead, "
+                                     "multihead_concat, self, sigmoid, simple; did you mean model=self?"),
+    "option in capitals": (["model=Multihead"], "model=Multihead is unknown: choose one of conv, cross, linear, "
+                                                "multihead, multihead_concat, self, sigmoid, simple; did you mean "
+                                                "model=multihead?"),
+    "task option typo": (["task=nextword"], "task=nextword is unknown: choose one of copy, induction, next_word, "
+                                            "recall, reverse, sort; did you mean task=next_word?"),
     "override syntax": (["heads==3"], "could not parse the override 'heads==3'"),
     "unknown nested key": (["task.lenght=3"], "task.lenght=3 is invalid: there is no setting 'task.lenght'"),
 }

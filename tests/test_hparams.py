@@ -1,10 +1,14 @@
-"""TensorBoard's HParams tab: a sweep's jobs show only the settings the sweep varies (from the command line or a
-preset's sweeper params), as they took effect; a single run shows every knob."""
+"""TensorBoard's HParams tab: every run shows every knob, a sweep job also the settings its sweep varies beyond them
+(from the command line or a preset's sweeper params), as they took effect, and each run its name (its overrides).
+TensorBoard takes the table's columns from the first run it reads: over a logdir of single runs and sweeps, every
+run's columns hold every knob."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
@@ -24,16 +28,56 @@ def logged_hparams(run_dir: Path) -> dict:
     return {key: value.string_value or value.number_value for key, value in start.hparams.items()}
 
 
-def test_a_sweep_job_shows_what_the_sweep_varies(tmp_path: Path):
-    sweep = tmp_path / "sweep"
+KNOBS = {"model", "heads", "kv_heads", "d_model", "layers", "mask", "window", "position", "block", "task", "lr",
+         "batch_size", "dropout", "seed"}
+
+
+def hparams_columns(logdir: Path) -> list[str]:
+    """The HParams table's columns as TensorBoard's hparams plugin computes them for ``logdir`` (its own backend,
+    in-process: the experiment of the first run it reads)."""
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.hparams import backend_context
+
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(str(logdir))
+    multiplexer.Reload()
+    provider = data_provider.MultiplexerDataProvider(multiplexer, str(logdir))
+    backend = backend_context.Context(base_plugin.TBContext(data_provider=provider, logdir=str(logdir)))
+    request = context.RequestContext()
+    experiment = backend.experiment_from_metadata(request, "", False, backend.hparams_metadata(request, ""),
+                                                  backend.hparams_from_data_provider(request, "", 0))
+    return [info.name for info in experiment.hparam_infos]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    sweep = tmp_path_factory.mktemp("hparams") / "sweep"
     run_train(sweep, "model=self,multihead", "heads=2", "task.delay=0,1", "task=copy", *TINY, multirun=True)
+    return sweep
+
+
+def test_a_sweep_job_shows_every_knob_and_what_the_sweep_varies(sweep: Path):
     shown = [logged_hparams(sweep / str(job)) for job in range(4)]
-    # heads=2 and task=copy are the same in every job: not shown. model=self trains one head.
-    assert shown == [{"model": "self", "task.delay": 0}, {"model": "self", "task.delay": 1},
-                     {"model": "multihead", "task.delay": 0}, {"model": "multihead", "task.delay": 1}]
+    # model=self trains one head whatever heads=2 says: the column says what took effect.
+    assert [(s["model"], s["heads"], s["task"], s["task.delay"]) for s in shown] == [
+        ("self", 1, "copy", 0), ("self", 1, "copy", 1), ("multihead", 2, "copy", 0), ("multihead", 2, "copy", 1)]
+    assert all(set(s) == KNOBS | {"run", "task.delay"} for s in shown)
+    assert [s["run"].split(",max_steps=")[0] for s in shown] == [  # its overrides, as its TensorBoard run is named
+        "model=self,heads=2,task.delay=0,task=copy", "model=self,heads=2,task.delay=1,task=copy",
+        "model=multihead,heads=2,task.delay=0,task=copy", "model=multihead,heads=2,task.delay=1,task=copy"]
 
 
 def test_a_single_run_shows_every_knob(tiny_trained_run: Path):
     shown = logged_hparams(tiny_trained_run)
-    assert {"model", "heads", "kv_heads", "d_model", "layers", "mask", "window", "position", "block", "task", "lr",
-            "batch_size", "dropout", "seed"} == set(shown)
+    assert set(shown) == KNOBS | {"run"}
+
+
+def test_over_runs_and_sweeps_the_table_has_every_knob(sweep: Path, tiny_trained_run: Path, tmp_path: Path):
+    """An outputs/ of a sweep and a single run, laid out as train.py lays it out: the sweep's jobs come first."""
+    outputs = tmp_path / "outputs"
+    shutil.copytree(sweep, outputs / "multirun" / "2026-11-24" / "10-00-00", ignore=shutil.ignore_patterns("*.ckpt"))
+    shutil.copytree(tiny_trained_run, outputs / "runs" / "2026-11-24" / "11-00-00",
+                    ignore=shutil.ignore_patterns("*.ckpt"))
+    assert set(hparams_columns(outputs)) >= KNOBS | {"run"}

@@ -1,6 +1,7 @@
-"""Sweeps lose nothing: a job that fails (a bad combination, a nan loss) is recorded as failed with its error
-in <sweep dir>/sweep_summary.json (and .csv), the other jobs still run and keep their outputs, and the exit
-status says that something failed. A nan loss stops its run with a message naming the step and keeps the
+"""Sweeps lose nothing: a job that fails as it runs (its corpus missing, a nan loss) is recorded as failed with its
+error in <sweep dir>/sweep_summary.json (and .csv), the other jobs still run and keep their outputs, and the exit
+status says that something failed. (A combination the config rules refuse stops the sweep before any job starts:
+tests/test_sweep_jobs.py.) A nan loss stops its run with a message naming the step and keeps the
 last checkpoint as it was."""
 
 from __future__ import annotations
@@ -10,20 +11,23 @@ import json
 
 import torch
 
-from conftest import run_train
+from conftest import ROOT, run_train
 
 SMALL = ["max_steps=4", "task.train_size=128", "task.val_size=32", "~callbacks.attention_maps"]
 
 
 def test_failed_jobs_are_recorded_and_the_others_run(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    # job 0: fine; job 1: nan loss (lr=1e30); jobs 2, 3: heads=5 is not a divisor of d_model=48
-    proc = run_train(sweep_dir, "heads=3,5", "lr=0.003,1e30", *SMALL, multirun=True, check=False)
+    # job 0: fine; job 1: nan loss (lr=1e30); jobs 2, 3: their corpus file is missing (read as the job runs)
+    good, missing = ROOT / "src" / "attention_lab" / "data" / "corpus.txt", tmp_path / "missing.txt"
+    proc = run_train(sweep_dir, f"task.corpus={good},{missing}", "lr=0.003,1e30", *SMALL, multirun=True, check=False)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 4, proc.stderr  # one line per failed job, one for the sweep
     assert "1 ok" in errors[-1] and "3 failed" in errors[-1] and "sweep_summary.json" in errors[-1]
+    assert proc.stdout.rstrip().endswith(f"next: python scripts/compare.py {sweep_dir}\n"
+                                         f"      python scripts/start_tensorboard.py {sweep_dir}")
 
     summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
     assert summary["counts"] == {"ok": 1, "failed": 3} and summary["total"] == 4
@@ -33,15 +37,14 @@ def test_failed_jobs_are_recorded_and_the_others_run(tmp_path):
         assert set(row) == {"job", "overrides", "status", "error", "metrics", "output_dir", "wall_time_s"}
 
     ok = jobs[0]
-    assert ok["status"] == "ok" and ok["error"] is None and "heads=3" in ok["overrides"]
+    assert ok["status"] == "ok" and ok["error"] is None and f"task.corpus={good}" in ok["overrides"]
     assert ok["metrics"]["global_step"] == 4 and "val/seq_acc" in ok["metrics"]
     assert json.loads((sweep_dir / "0" / "metrics.json").read_text()) == ok["metrics"]
     assert (sweep_dir / "0" / "checkpoints" / "last.ckpt").is_file() and (sweep_dir / "0" / "tensorboard").is_dir()
 
     assert jobs[1]["status"] == "failed" and "diverged" in jobs[1]["error"] and "step" in jobs[1]["error"]
     for num in (2, 3):
-        assert jobs[num]["status"] == "failed" and "heads=5 is invalid" in jobs[num]["error"]
-        assert "a divisor of d_model=48" in jobs[num]["error"]
+        assert jobs[num]["status"] == "failed" and f"task.corpus={missing} is invalid" in jobs[num]["error"]
         assert jobs[num]["metrics"] == {} and not (sweep_dir / str(num) / "metrics.json").exists()
 
     with open(sweep_dir / "sweep_summary.csv", newline="") as handle:

@@ -12,7 +12,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from attention_lab.errors import ConfigError
 from attention_lab.run.compose_api import hydra_compose_api
 from attention_lab.run.sweep_jobs import fold_jobs, planned_jobs, sweep_job_configs
-from conftest import CONFIG_DIR, TRAIN, check_command_line, run_script
+from conftest import CONFIG_DIR, QUIET, TRAIN, check_command_line, run_script, run_train
 
 
 @pytest.mark.parametrize("arguments", [
@@ -38,6 +38,17 @@ def test_the_planned_jobs_are_the_basic_sweepers(arguments):
     (["hydra.sweep.subdir=same", "heads=1,2"], "hydra.sweep.subdir=same is invalid: jobs 0 and 1 would both write"),
     (["hydra.sweep.subdir=${heads}", "heads=1,2", "lr=0.1,0.2"], "jobs 0 and 1 would both write to <sweep dir>/1"),
     (["hparams_search=optuna", "hydra.sweep.subdir=trial"], "hydra.sweep.subdir=trial is invalid"),
+    # Every job is checked before the first starts, not only those of a sweep that folds; the line names the job.
+    (["heads=3,5"], "heads=5 is invalid for model=multihead: it must be a divisor of d_model=48: 1, 2, 3, 4, 6, 8, "
+                    "12, 16, 24 or 48 (the heads split it equally) (in job 1 of 2: heads=5; no job of the sweep has "
+                    "started)"),
+    (["model=multihead,self", "heads=5", "lr=0.1,0.2"], "(in job 0 of 4: model=multihead lr=0.1;"),
+    # A search: each choice, and each bound of a range, in a trial it could ask for (the preset's params too).
+    (["hparams_search=optuna", "lr=interval(0,0.01)"],
+     "lr=0.0 is invalid: the learning rate must be a finite number > 0 (in a trial the search may ask for "
+     "(lr=0.0 heads=1 layers=1); no job of the sweep has started)"),
+    (["hparams_search=optuna", "d_model=36", "heads=choice(4,8)"], "(in a trial the search may ask for (lr=0.0005 "
+                                                                   "heads=8 layers=1);"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v))
 def test_sweeps_that_would_repeat_a_run_or_share_a_dir_are_refused(argv, fragment):
     with pytest.raises(ConfigError) as info:
@@ -84,3 +95,23 @@ def test_the_command_line_refuses_a_repeating_sweep_before_creating_anything(tmp
         "error: heads=1,2,4 is invalid in this sweep: jobs 0, 1, 2 (heads=1 | heads=2 | heads=4) would train the "
         "same run, as nothing reads what differs; sweep it where it matters, in a sweep of its own"]
     assert not sweep.exists()
+
+
+def test_a_sweep_with_an_impossible_job_trains_none_of_them(tmp_path: Path):
+    """Job 1 cannot run: the sweep stops in one line before job 0 trains, and creates nothing."""
+    sweep = tmp_path / "sweep"
+    proc = run_script(TRAIN, "-m", "heads=3,5", "max_steps=4", *QUIET, f"hydra.sweep.dir={sweep}")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "error: heads=5 is invalid for model=multihead: it must be a divisor of d_model=48: 1, 2, 3, 4, 6, 8, 12, 16, "
+        "24 or 48 (the heads split it equally) (in job 1 of 2: heads=5; no job of the sweep has started)"]
+    assert "Launching" not in proc.stdout and not sweep.exists()
+
+
+def test_a_finished_sweep_ends_with_the_commands_that_compare_its_jobs(tmp_path: Path):
+    sweep = tmp_path / "sweep"
+    proc = run_train(sweep, "heads=1,2", "max_steps=2", "task.train_size=64", "task.val_size=32",
+                     "~callbacks.attention_maps", "ablation=[]", multirun=True)
+    assert proc.stdout.rstrip().splitlines()[-2:] == [
+        f"{proc.stdout.rstrip().splitlines()[-2].split(' next: ')[0]} next: python scripts/compare.py {sweep}",
+        f"      python scripts/start_tensorboard.py {sweep}"]

@@ -70,3 +70,29 @@ def test_a_bad_logdir_is_one_line(tmp_path: Path, args: list[str]):
     proc = run_script(SCRIPT, *[arg.replace("nowhere", str(tmp_path / "nowhere")) for arg in args], cwd=tmp_path)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: logdir"), proc.stderr
+
+
+def sweep_at(outputs: Path, name: str, mtime: float) -> Path:
+    """A sweep dir as train.py -m leaves it: Hydra's multirun.yaml (changed at ``mtime``) and a job dir."""
+    import os
+
+    sweep = outputs / "multirun" / name
+    (sweep / "0" / ".hydra").mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    os.utime(sweep / "multirun.yaml", (mtime, mtime))
+    return sweep
+
+
+def test_without_a_logdir_the_newest_sweep_is_opened_and_the_line_says_how_to_open_everything(tmp_path: Path):
+    import runpy
+
+    script = runpy.run_path(str(SCRIPT))  # its functions, without starting TensorBoard
+    outputs = tmp_path / "outputs"
+    (outputs / "runs" / "2026-11-24" / "10-00-00" / ".hydra").mkdir(parents=True)
+    assert script["default_logdir"](outputs) == (outputs, f"TensorBoard on every run under {outputs} (no sweep there)")
+    sweep_at(outputs, "2026-11-23/09-00-00", 1_000)
+    newest = sweep_at(outputs, "2026-11-22/09-00-00", 2_000)  # resumed last: its record changed last
+    logdir, line = script["default_logdir"](outputs)
+    assert logdir == newest
+    assert line == (f"TensorBoard on the newest sweep, {newest} (its HParams table compares its jobs); every run and "
+                    f"sweep: python scripts/start_tensorboard.py {outputs}")

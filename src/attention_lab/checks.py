@@ -9,7 +9,6 @@ errors' fields become the one line, under the names the user writes."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +32,7 @@ from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.config import ALL_MASKS, Mask, Position, setting_name
 from attention_lab.data.corpus import tokenize
 from attention_lab.data.tasks.base import check_ood_range
+from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
 from attention_lab.head_metrics import ABLATION_METRICS, ABLATIONS, ENTROPY, HEAD_SCORE_KINDS, HeadMetric
 
@@ -118,8 +118,7 @@ def check_known_keys(node: Any, prefix: str = "") -> None:
         fields = [f.name for f in dataclasses.fields(schema)]
         for key in node.keys():
             if key not in fields and key != "hydra":
-                close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.4)
-                hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+                hint = did_you_mean(str(key), fields, prefix, cutoff=0.4)
                 raise ConfigError(f"+{prefix}{key} is invalid: there is no setting '{prefix}{key}'{hint} "
                                   "(python scripts/train.py --help lists them)")
     for key in node.keys():

@@ -81,17 +81,17 @@ def hparams_for_dashboard(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
-def shown_hparams(cfg: DictConfig, keys: tuple[str, ...]) -> dict[str, Any]:
-    """TensorBoard's HParams columns: the settings ``keys`` a sweep job's sweep varies, as they took effect
-    (``heads`` of a single-head variant: 1); every knob when there are none (a single run)."""
-    every = hparams_for_dashboard(cfg)
-    if not keys:
-        return every
-    shown = {}
+def shown_hparams(cfg: DictConfig, keys: tuple[str, ...], name: str = "") -> dict[str, Any]:
+    """TensorBoard's HParams columns: ``run``, the run's name (its overrides: a Trial ID is its path, which the
+    table cuts short), every knob, and the settings ``keys`` a sweep job's sweep varies beyond them, as they took
+    effect (``heads`` of a single-head variant: 1). Every run has the same knobs: TensorBoard takes the table's
+    columns from the first run it finds, so over a logdir of runs and sweeps, every run's knobs must be there."""
+    shown: dict[str, Any] = {"run": name or "(defaults)", **hparams_for_dashboard(cfg)}
     for key in keys:
-        value = every[key] if key in every else OmegaConf.select(cfg, key)
-        value = getattr(value, "value", value)  # an enum
-        shown[key] = value if isinstance(value, (bool, int, float, str)) else str(value)
+        if key not in shown:
+            value = OmegaConf.select(cfg, key)
+            value = getattr(value, "value", value)  # an enum
+            shown[key] = value if isinstance(value, (bool, int, float, str)) else str(value)
     return shown
 
 
@@ -204,7 +204,7 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     if trainer.is_global_zero:
         write_json(output_dir / METRICS, metrics)
         hp_metrics = hparams_metrics(metrics, str(cfg.optimized_metric))
-        hparams = shown_hparams(cfg, context.shown_hparams)
+        hparams = shown_hparams(cfg, context.shown_hparams, context.name)
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):  # HParams: the knobs beside their final metrics
                 logger.log_hyperparams(hparams, metrics=hp_metrics)

@@ -14,19 +14,10 @@ import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 
-from attention_lab.run.next_commands import tensorboard_command, visualize_command
+from attention_lab.run.next_commands import shown_path, tensorboard_command, visualize_command
 from attention_lab.run.signals import StopSignals
 
 log = logging.getLogger(__name__)
-
-
-def shown_path(path: Path) -> Path:
-    """``path`` relative to the working directory when it lies below it (what a user typed), else absolute."""
-    absolute = path.resolve()
-    try:
-        return absolute.relative_to(Path.cwd().resolve())
-    except ValueError:
-        return absolute
 
 
 def early_stop_reason(callback: EarlyStopping, trainer: L.Trainer) -> str | None:

@@ -12,10 +12,15 @@ import csv
 import io
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from attention_lab.review.chart_metric import chart_metric, shown
 from attention_lab.review.cli import ReviewError
 from attention_lab.review.escape import csv_cell, markdown_cell, markdown_code, one_line
 from attention_lab.review.sweep import Group, Job, Sweep, mean_std, seed_groups
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -257,50 +262,62 @@ def rich_group_table(sweep: Sweep, groups: list[Group]):
     return table
 
 
-def bar_label(job: Job) -> str:
+def bar_label(job: Job, value: float | None, best: bool) -> str:
     """The value at the end of a job's bar, or why it has none."""
-    if job.status != "ok" or job.value is None:
+    if job.status != "ok":
         return job.status
-    return f"{job.value:.3f}" + (" ★ best" if job.best else "")
+    if value is None:
+        return "never" if job.reports_solve and job.steps_to_solve is None else "—"
+    return shown(value) + (" ★ best" if best else "")
 
 
 def bar_chart(sweep: Sweep, path: Path) -> Path:
-    """Horizontal bars of the optimized metric, one per configuration; failed/running jobs keep
+    """compare.png: :func:`bar_figure`, saved to ``path``."""
+    bar_figure(sweep).savefig(path)
+    return path
+
+
+def bar_figure(sweep: Sweep) -> Figure:
+    """Horizontal bars of the optimized metric (or, when every job ties on it, of a metric that tells them apart:
+    :func:`~attention_lab.review.chart_metric.chart_metric`), one per configuration; failed/running jobs keep
     their slot, labelled with their status; the best job is highlighted. A NaN or infinite value has no bar,
     only its label. Labels are drawn as text: a ``$`` in an override is no math."""
     from matplotlib.figure import Figure
 
     jobs = sweep.jobs
+    chart = chart_metric(sweep)
     labels = [one_line(f"{j.id}: {j.configuration}") for j in jobs]
     fig = Figure(figsize=(8.5, 1.6 + 0.42 * len(jobs)), dpi=100, layout="constrained")
     ax = fig.add_subplot()
-    drawn = [j.status == "ok" and j.value is not None and math.isfinite(j.value) for j in jobs]
-    values = [j.value if shown else 0.0 for j, shown in zip(jobs, drawn, strict=True)]
-    colors = ["#2ca02c" if j.best else ("#1f77b4" if j.status == "ok" else "#cccccc") for j in jobs]
+    drawn = [v is not None and math.isfinite(v) for v in chart.values]
+    values = [v if shown_bar else 0.0 for v, shown_bar in zip(chart.values, drawn, strict=True)]
+    colors = ["#2ca02c" if best else ("#1f77b4" if j.status == "ok" else "#cccccc")
+              for j, best in zip(jobs, chart.best, strict=True)]
     positions = list(range(len(jobs)))
     ax.barh(positions, values, color=colors, height=0.65)
     ax.set_yticks(positions, labels=[label if len(label) <= 48 else label[:45] + "..." for label in labels],
                   parse_math=False)
     ax.invert_yaxis()  # job 0 on top, as in the table
-    finite = [v for v, shown in zip(values, drawn, strict=True) if shown]
+    finite = [v for v, shown_bar in zip(values, drawn, strict=True) if shown_bar]
     low, high = min([0.0, *finite]), max([0.0, *finite])
-    bounded = sweep.metric.endswith("acc") or "accuracy" in sweep.metric
+    bounded = chart.name.endswith("acc") or "accuracy" in chart.name
     if bounded and 0 <= low and high <= 1:
         ax.set_xlim(0, 1.22)  # room for the labels
         ax.set_xticks([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
     else:
         span = (high - low) or 1.0
         ax.set_xlim(low - (0.05 * span if low < 0 else 0), high + 0.25 * span)
-    for pos, job, value in zip(positions, jobs, values, strict=True):
-        ax.text(max(value, 0.0) + ax.get_xlim()[1] * 0.01, pos, bar_label(job), va="center", fontsize=9,
+    for pos, job, value, raw, best in zip(positions, jobs, values, chart.values, chart.best, strict=True):
+        ax.text(max(value, 0.0) + ax.get_xlim()[1] * 0.01, pos, bar_label(job, raw, best), va="center", fontsize=9,
                 color="black" if job.status == "ok" else "#b22222", parse_math=False)
-    arrow = "higher is better" if sweep.direction == "maximize" else "lower is better"
-    ax.set_xlabel(f"{sweep.metric} ({arrow})", parse_math=False)
-    ax.set_title(f"{sweep.metric} per configuration · {sweep.dir.name}", fontsize=11, parse_math=False)
+    arrow = "higher is better" if chart.direction == "maximize" else "lower is better"
+    ax.set_xlabel(f"{chart.name} ({arrow})", parse_math=False)
+    tie = f" ({chart.tie})" if chart.tie else ""
+    ax.set_title(f"{chart.name} per configuration{tie} · {sweep.dir.name}", fontsize=11, parse_math=False,
+                 wrap=True)
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
-    fig.savefig(path)
-    return path
+    return fig
 
 
 def write_reports(sweep: Sweep, out: Path, stem: str = "compare") -> dict[str, Path]:

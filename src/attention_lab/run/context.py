@@ -11,5 +11,5 @@ class RunContext:
     """Decided by :class:`attention_lab.run.task.RunTask` and handed to :func:`attention_lab.train.train`."""
 
     name: str = ""  # the run's overrides (attention_lab.run.overrides.run_name): its TensorBoard run, its map titles
-    shown_hparams: tuple[str, ...] = ()  # TensorBoard's HParams columns: what a sweep job's sweep varies; () = every knob
+    shown_hparams: tuple[str, ...] = ()  # what a sweep job's sweep varies: HParams columns beside every knob
     resume_from: Path | None = None  # the run dir whose checkpoints this run continues from; None = from step 0

@@ -7,7 +7,6 @@ Built from the exceptions' structured fields (Hydra's ``missing_cfg_file``/``opt
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import enum
 import types
 import typing
@@ -17,6 +16,7 @@ from typing import Any
 from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError, TrainingDiverged, TrainingInterrupted
 from attention_lab.run.overrides import override_key
 
@@ -55,20 +55,20 @@ def override_text(full_key: str, overrides: Sequence[str]) -> str | None:
     return None
 
 
-def did_you_mean(error: OmegaConfBaseException) -> str:
+def setting_hint(error: OmegaConfBaseException) -> str:
+    """The declared setting nearest to the key that ``error`` found no setting for."""
     schema = error.object_type
     if not (isinstance(schema, type) and dataclasses.is_dataclass(schema)):
         return ""
     prefix, _, leaf = str(error.full_key).rpartition(".")
-    match = difflib.get_close_matches(leaf, [f.name for f in dataclasses.fields(schema)], n=1)
-    return f"; did you mean {prefix + '.' if prefix else ''}{match[0]}?" if match else ""
+    return did_you_mean(leaf, [f.name for f in dataclasses.fields(schema)], prefix + "." if prefix else "")
 
 
 def describe_omegaconf(error: OmegaConfBaseException, overrides: Sequence[str]) -> str:
     full_key = str(error.full_key or error.key)
     given = override_text(full_key, overrides) or f"{full_key}={error.value}"
     if isinstance(error, (ConfigAttributeError, ConfigKeyError)):
-        return (f"{given} is invalid: there is no setting '{full_key}'{did_you_mean(error)} "
+        return (f"{given} is invalid: there is no setting '{full_key}'{setting_hint(error)} "
                 "(python scripts/train.py --help lists them)")
     if isinstance(error, ValidationError):
         if error.value is None:
@@ -84,8 +84,8 @@ def describe(error: BaseException, overrides: Sequence[str] = ()) -> str:
     if isinstance(error, MissingConfigException) and error.missing_cfg_file:
         group, _, value = error.missing_cfg_file.rpartition("/")
         options = [o for o in (error.options or []) if not o.endswith("_schema")]
-        if group and options:
-            return f"{group}={value} is unknown: choose one of {', '.join(options)}"
+        if group and options:  # the options of the group, as Hydra's config loader lists them
+            return f"{group}={value} is unknown: choose one of {', '.join(options)}{did_you_mean(value, options, group + '=')}"
         return f"{error.missing_cfg_file} is unknown: no such config"
     if isinstance(error, OverrideParseException):
         return f"could not parse the override '{error.override}': write key=value, e.g. heads=3"

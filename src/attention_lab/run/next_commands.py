@@ -1,5 +1,5 @@
-"""The commands that open a finished run, as the console prints them. One function per tool, so that a change
-of a tool's command line is one edit here."""
+"""The commands that open a finished run or sweep, as the console prints them. One function per tool, so that a
+change of a tool's command line is one edit here."""
 
 from __future__ import annotations
 
@@ -7,6 +7,26 @@ import shlex
 from pathlib import Path
 
 from attention_lab.data.probe import EXAMPLE_TEXT
+
+
+def shown_path(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies below it (what a user typed), else absolute."""
+    absolute = path.resolve()
+    try:
+        return absolute.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return absolute
+
+
+def compare_command(sweep_dir: Path) -> str:
+    """The jobs of a sweep side by side: a table, and compare.png (scripts/compare.py)."""
+    return f"python scripts/compare.py {shlex.quote(str(sweep_dir))}"
+
+
+def sweep_note(sweep_dir: Path) -> str:
+    """The last lines of a sweep: the commands that open it."""
+    shown = shown_path(sweep_dir)
+    return f"next: {compare_command(shown)}\n      {tensorboard_command(shown)}"
 
 
 def tensorboard_command(run_dir: Path) -> str:

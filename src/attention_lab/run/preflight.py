@@ -2,13 +2,16 @@
 :class:`PreflightChecks` is the first of the Hydra callbacks (configs/train.yaml), called before Hydra creates
 anything. A bad setting ends the command with one ``error: ...`` line.
 
-- Typos, wrong types and unknown options fail for runs and sweeps alike (each value of a sweep is tried).
+- Typos, wrong types and unknown options fail for runs and sweeps alike.
 - A single run is checked completely: settings, device, corpus and task data, and ``resume=``.
-- A sweep whose jobs share a dir is refused (:mod:`.sweep_jobs`); combinations that would train the same run are
-  folded into one job (with Hydra's basic sweeper: refused).
-- The jobs of a sweep get the remaining checks in the task function, so a bad combination fails only its
-  own job, which the sweep summary records. A sweep that folds is checked whole first (every job it launches,
-  by the config rules): its plan differs from the product typed, and runs only if all of it can.
+- A sweep is checked whole before its first job starts: every job it launches is composed and passes the config
+  rules (:func:`attention_lab.checks.validate`), and one bad job refuses the sweep in a line that names it. A
+  search (Optuna) picks its trials as it goes: each choice and each bound of its search space is checked once, in
+  a trial it could ask for. A sweep whose jobs share a dir is refused (:mod:`.sweep_jobs`); combinations that
+  would train the same run are folded into one job (with Hydra's basic sweeper: refused).
+- What reads files or asks the machine (the corpus and task data, the device, the attention class's own option
+  values) is checked in each job's task function, on the machine and at the time the job runs (a SLURM node, a
+  corpus written meanwhile): such a failure fails only its own job, which the sweep summary records.
 """
 
 from __future__ import annotations

@@ -3,8 +3,11 @@ the first of them, see :class:`SweepPlan`), and that no two jobs write to the sa
 
 The lab's product sweeper (``hydra/sweeper=product``, the default; src/hydra_plugins/attention_lab_sweeper) runs
 the product of the sweep's values, each distinct run once. Hydra's ``basic`` sweeper runs the whole product: there
-a sweep whose jobs repeat a run is refused. Other sweepers (Optuna) choose their jobs as they go: only the job dirs
-can be checked, by job number.
+a sweep whose jobs repeat a run is refused. Either way every job is composed and checked (by the caller's checks:
+the config rules, see :mod:`.preflight`) before the first starts.
+Other sweepers (Optuna) choose their jobs as they go: each choice of the search space and each bound of a range is
+checked once, in a trial the search could ask for (the other settings at their first value or lower bound), and
+the job dirs are checked by job number.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from hydra import compose
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import IntervalSweep
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attention_lab.config import FROM_KNOBS
@@ -35,7 +39,8 @@ MODEL_KNOBS = {name for interpolation in FROM_KNOBS.values() for name in REFEREN
 
 
 def sweep_variants(overrides: Sequence[str]) -> list[list[str]]:
-    """Each value of each sweep override (`heads=1,2,4`) once, the other sweeps at their first value."""
+    """Each value of each sweep override (`heads=1,2,4`) once, the other sweeps at their first value; a range
+    that a sweeper samples (`lr=interval(0.001,0.1)`) at its two bounds."""
     base: list[str | None] = []  # one line per override: the override itself, or its sweep's first value
     alternatives: list[tuple[int, str]] = []  # (position in base, another value of that sweep)
     for override in OverridesParser.create().parse_overrides(list(overrides)):
@@ -43,9 +48,11 @@ def sweep_variants(overrides: Sequence[str]) -> list[list[str]]:
             base.append(override.input_line)
             continue
         key = override.get_key_element()
+        value = override.value()
         try:
-            values = list(override.sweep_string_iterator())
-        except Exception:  # noqa: BLE001 - interval() and the like: a sweeper samples them, nothing to list
+            values = [str(value.start), str(value.end)] if isinstance(value, IntervalSweep) \
+                else list(override.sweep_string_iterator())
+        except Exception:  # noqa: BLE001 - glob() and the like: the sweeper resolves them, nothing to list here
             values = []
         base.append(f"{key}={values[0]}" if values else None)
         alternatives += [(len(base) - 1, f"{key}={value}") for value in values[1:]]
@@ -213,32 +220,51 @@ def reject_shared_dirs(subdirs: list[str], raw: Any) -> None:
         first[subdir] = num
 
 
+def shown_jobs(jobs: Sequence[Sequence[str]]) -> list[str]:
+    """Each job as its overrides that differ between the jobs (all of them when none differ)."""
+    settings, swept = job_settings(jobs)
+    return [" ".join(job[key] for key in swept) if swept else " ".join(job.values()) for job in settings]
+
+
+def check_each(check: Callable[[DictConfig], None], configs: Sequence[DictConfig], where: Sequence[str]) -> None:
+    """``check`` on each config; its ConfigError also names the job it is about (``where``), as one line."""
+    for cfg, job in zip(configs, where, strict=True):
+        try:
+            check(cfg)
+        except ConfigError as err:
+            raise ConfigError(f"{err} (in {job}; no job of the sweep has started)") from err
+
+
 def sweep_job_configs(overrides: Sequence[str], config_name: str, check_job: Callable[[DictConfig], None],
-                      check_folded_job: Callable[[DictConfig], None] | None = None,
+                      check_launched: Callable[[DictConfig], None] | None = None,
                       sweep_config: DictConfig | None = None) -> list[DictConfig]:
     """The composed config (Hydra's settings included) of every job the sweep launches, each passed to
     ``check_job``, once no two jobs share a dir (nor, with Hydra's basic sweeper, train the same run); raises
-    ConfigError otherwise. When the product sweeper folds combinations, every job it launches is also passed to
-    ``check_folded_job``: a sweep whose plan was changed runs only if all of it can. A sweeper that chooses its
-    jobs as it goes gets each value of each sweep override once, and its job dirs are checked by job number.
+    ConfigError otherwise. Every job the sweep launches is then passed to ``check_launched`` too, whose error
+    names the job: a sweep runs only if all of it can. A sweeper that chooses its jobs as it goes (Optuna) gets
+    each choice of its search space and each bound of a range once (:func:`sweep_variants` over its ``params`` and
+    the command line), each a trial it could ask for, and its job dirs are checked by job number.
     ``sweep_config``: the sweep's own config where Hydra composed it already (its sweeper, params and subdir are
     read there instead of composing the first job for them)."""
     def composed(job: Sequence[str]) -> DictConfig:
         return compose(config_name, overrides=list(job), return_hydra_config=True)
 
-    variants = sweep_variants(overrides)
-    base = sweep_config if sweep_config is not None else composed(variants[0])
+    check_launched = check_launched or (lambda cfg: None)
+    typed = sweep_variants(overrides)
+    base = sweep_config if sweep_config is not None else composed(typed[0])
     raw_subdir = OmegaConf.to_container(base.hydra.sweep, resolve=False)["subdir"]
     sweeper = OmegaConf.select(base, "hydra.runtime.choices.hydra/sweeper")
+    arguments = sweep_arguments(base, overrides)
     if sweeper not in (PRODUCT_SWEEPER, BASIC_SWEEPER):
-        first = base if sweep_config is None else composed(variants[0])  # the sweep's own config is no job's
-        configs = [first, *(composed(v) for v in variants[1:])]
+        variants = sweep_variants(arguments)
+        reuse = sweep_config is None and variants[0] == typed[0]  # the sweep's own config is no job's
+        configs = [base if reuse and n == 0 else composed(v) for n, v in enumerate(variants)]
         for cfg in configs:
             check_job(cfg)
+        check_each(check_launched, configs, [f"a trial the search may ask for ({shown})" for shown in shown_jobs(variants)])
         trials = int(OmegaConf.select(base, "hydra.sweeper.n_trials", default=2) or 2)
         reject_shared_dirs([job_subdir(base.copy(), num) for num in range(max(trials, 2))], raw_subdir)
         return configs
-    arguments = sweep_arguments(base, overrides)
     jobs = planned_jobs(arguments)
     configs = [composed(job) for job in jobs]
     for cfg in configs:
@@ -247,11 +273,11 @@ def sweep_job_configs(overrides: Sequence[str], config_name: str, check_job: Cal
     if sweeper == BASIC_SWEEPER:
         reject_shared_dirs([job_subdir(cfg.copy(), num) for num, cfg in enumerate(configs)], raw_subdir)
         reject_duplicates(jobs, fingerprints, arguments)
-        return configs
-    plan = fold_jobs(jobs, fingerprints)
-    launched = [configs[position] for position in plan.kept]
-    reject_shared_dirs([job_subdir(cfg.copy(), num) for num, cfg in enumerate(launched)], raw_subdir)
-    if plan.folds and check_folded_job is not None:
-        for cfg in launched:
-            check_folded_job(cfg)
+        launched, launched_jobs = configs, jobs
+    else:
+        plan = fold_jobs(jobs, fingerprints)
+        launched, launched_jobs = [configs[position] for position in plan.kept], plan.jobs
+        reject_shared_dirs([job_subdir(cfg.copy(), num) for num, cfg in enumerate(launched)], raw_subdir)
+    check_each(check_launched, launched, [f"job {num} of {len(launched)}: {shown}"
+                                          for num, shown in enumerate(shown_jobs(launched_jobs))])
     return launched

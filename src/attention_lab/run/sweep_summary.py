@@ -34,6 +34,7 @@ from attention_lab.run.files import (
     secondary_process,
     write_json,
 )
+from attention_lab.run.next_commands import sweep_note
 from attention_lab.run.run_dir import now
 from attention_lab.run.run_info import ENDED_WITHOUT_RESULT, MalformedRecord, RunRecord, RunStatus, parse
 
@@ -168,10 +169,13 @@ class SweepSummary(Callback):
         document = write_summary(path, final=True)
         counts, total = document["counts"], document["total"]
         left = total - counts.get("ok", 0)
+        if not left:
+            log.info("sweep finished: %s; summary: %s", tally(document), path / SUMMARY)
+        if total:  # the commands that show the jobs side by side, failed ones included
+            log.info(sweep_note(path))
         if left and OmegaConf.select(config, "resume"):  # resume=<sweep dir>: say what is still left to do
             sys.exit(f"error: {left} job{'s' if left > 1 else ''} still failed or interrupted after resuming the "
                      f"sweep ({tally(document)}; errors above and in {path / SUMMARY}); fix them and resume it again")
         if left:
             sys.exit(f"error: sweep finished with {tally(document)} (errors above and in {path / SUMMARY}); "
                      "the other jobs kept their results")
-        log.info("sweep finished: %s; summary: %s", tally(document), path / SUMMARY)

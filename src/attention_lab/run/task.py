@@ -107,14 +107,14 @@ class RunTask:
                 if resume:
                     cfg, plan = resumed_config(str(resume))
                     OmegaConf.set_readonly(cfg, True)  # as the config it replaces
-                elif self.multirun:  # a single run was checked before its dir existed; sweep jobs are not
+                elif self.multirun:  # the sweep checked its config rules; its data and machine: here, as the job runs
                     from attention_lab.run.preflight import check_run
 
                     check_run(cfg)
                 context = RunContext(
                     # A resumed run keeps the name its first attempt had: the same TensorBoard run, continued.
                     name=run_name(plan.saved if plan else self.overrides),
-                    # TensorBoard's HParams columns: what the sweep varies (a single run shows every knob).
+                    # HParams columns beside every knob: what the sweep varies (a single run: none more).
                     shown_hparams=tuple(swept_keys(self.sweep_dir, HydraConfig.get().sweeper.get("params")))
                     if self.multirun else (),
                     resume_from=self.run_dir if plan else None)  # a resumed run's dir is its own (hydra.run.dir)
