@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from attention_lab.attention.arguments import (
+    check_causal_only,
     check_dropout,
     check_flag,
     check_heads,
@@ -75,6 +76,7 @@ def build_attention(
     check_flag("qkv_bias", qkv_bias)
     check_dropout(dropout)
     check_flag("causal", causal)
+    check_causal_only(name, cls, causal)
     check_window(window)
     check_heads(name, cls, num_heads, kv_heads,
                 multi_head_variants=sorted(n for n, c in ATTENTION_REGISTRY.items() if c.multi_head),
