@@ -76,7 +76,6 @@ def build_attention(
     check_flag("qkv_bias", qkv_bias)
     check_dropout(dropout)
     check_flag("causal", causal)
-    check_causal_only(name, cls, causal)
     check_window(window)
     check_heads(name, cls, num_heads, kv_heads,
                 multi_head_variants=sorted(n for n, c in ATTENTION_REGISTRY.items() if c.multi_head),
@@ -84,6 +83,7 @@ def build_attention(
     check_position(name, cls, position)
     check_rejected(name, cls, window=window, dropout=dropout)
     check_options(name, cls, options)
+    check_causal_only(name, cls, causal)
     module = cls(
         d_in, d_out, num_heads=num_heads, kv_heads=kv_heads, d_v=d_v, qkv_bias=qkv_bias,
         dropout=dropout, causal=causal, window=window, position=position, **options,
