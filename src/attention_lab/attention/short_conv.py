@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attention_lab.attention.arguments import check_positive_int
+from attention_lab.attention.errors import AttentionArgumentError
 
 
 class ShortCausalConv(nn.Module):
@@ -21,8 +21,8 @@ class ShortCausalConv(nn.Module):
 
     def __init__(self, channels: int, kernel: int) -> None:
         super().__init__()
-        if kernel != 0:
-            check_positive_int("short_conv", kernel)
+        if isinstance(kernel, bool) or not isinstance(kernel, int) or kernel < 0:
+            raise AttentionArgumentError("short_conv", kernel, "a whole number of taps, 0 for no convolution")
         self.kernel = kernel
         self.conv = nn.Conv1d(channels, channels, kernel, groups=channels) if kernel else None
 
