@@ -129,6 +129,7 @@ class GatedDeltaNet(AttentionModule):
         self.W_beta = nn.Linear(d_in, self.num_heads)
         with torch.no_grad():
             self.W_alpha.bias.copy_(step_size_bias(self.num_heads))
+        # log α = -exp(A_log) · softplus(...): Mamba-2's decay (fla draws A from (0, 16); from 1, as mamba2, no A near 0)
         self.A_log = nn.Parameter(torch.empty(self.num_heads).uniform_(1, 16).log())
         self.short_conv = ShortCausalConv(3 * d_out, short_conv)
         self.out_proj = nn.Linear(d_out, d_out)
