@@ -72,7 +72,7 @@ def test_cross_needs_source():
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "cross"])
 def test_self_attention_takes_no_source(variant):
-    module = build_attention(variant, d_in=4, d_out=4)
+    module = build_attention(variant, d_in=4, d_out=4, causal=ATTENTION_REGISTRY[variant].causal_only)
     with pytest.raises(ValueError, match="takes no `source`; use the 'cross' variant"):
         module(torch.randn(3, 4), torch.randn(5, 4))
 
@@ -100,7 +100,7 @@ def test_simple_has_no_bias_and_two_normalizations():
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("shape", [(4,), (1, 2, 3, 4)])
 def test_input_must_be_2d_or_3d(variant, shape):
-    module = build_attention(variant, d_in=4, d_out=4)
+    module = build_attention(variant, d_in=4, d_out=4, causal=ATTENTION_REGISTRY[variant].causal_only)
     source = torch.randn(3, 4) if variant == "cross" else None
     with pytest.raises(ValueError, match=r"x must be \(T, d_in\) or \(B, T, d_in\)"):
         module(torch.randn(*shape), source)
@@ -204,7 +204,8 @@ def test_kv_heads_is_only_for_grouped_variants():
     # kv_heads equal to num_heads is what every variant does anyway: accepted.
     for variant in VARIANTS:
         heads = 2 if ATTENTION_REGISTRY[variant].multi_head else 1
-        build_attention(variant, d_in=4, d_out=4, num_heads=heads, kv_heads=heads)
+        build_attention(variant, d_in=4, d_out=4, num_heads=heads, kv_heads=heads,
+                        causal=ATTENTION_REGISTRY[variant].causal_only)
 
 
 def test_multihead_concat_d_out_for_names_num_heads():

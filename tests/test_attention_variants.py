@@ -57,7 +57,8 @@ def test_every_variant_declares_what_it_is(variant):
     assert isinstance(cls.options, tuple)
     d_model = 12
     for heads in (1, 2, 3, 4) if cls.multi_head else (1,):
-        module = build_attention(variant, d_in=d_model, d_out=cls.d_out_for(d_model, heads), num_heads=heads)
+        module = build_attention(variant, d_in=d_model, d_out=cls.d_out_for(d_model, heads), num_heads=heads,
+                                 causal=cls.causal_only)
         x = torch.randn(2, 5, d_model)
         context, weights = module(x, x if cls.takes_source else None, need_weights=True)
         assert module.output_dim == d_model and context.shape == (2, 5, d_model)
@@ -76,7 +77,10 @@ def test_the_declarations_match_the_variants():
         "linear": (False, True, True, False),
         "sigmoid": (False, True, True, True),
         "conv": (False, True, False, False),
+        "gated_deltanet": (False, True, False, False),
+        "mamba2": (False, True, False, False),
     }
+    assert sorted(name for name, cls in ATTENTION_REGISTRY.items() if cls.causal_only) == ["gated_deltanet", "mamba2"]
     assert ATTENTION_REGISTRY["simple"].options == ("normalize",)
 
 
@@ -299,7 +303,8 @@ def test_positions_outside_attention_change_nothing_here(variant, position):
     heads = 2 if ATTENTION_REGISTRY[variant].multi_head else 1
     x = torch.randn(2, 5, 4)
     source = x if variant == "cross" else None
-    plain, module = plain_and_with(variant, num_heads=heads, position=position)
+    plain, module = plain_and_with(variant, num_heads=heads, causal=ATTENTION_REGISTRY[variant].causal_only,
+                                   position=position)
     assert module.position is None
     assert torch.equal(module(x, source, need_weights=True).weights, plain(x, source, need_weights=True).weights)
 

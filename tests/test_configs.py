@@ -52,6 +52,9 @@ REJECTION_RULES: list[tuple[tuple[str | None, str | None, str | None], str, str]
      "cross is encoder-decoder: its decoder cannot be causal, and induction needs a causal mask"),
     (("cross", None, "causal"), "mask=causal",
      "cross: the decoder's queries attend to the whole encoded source; causal masking has no meaning there"),
+    *(((model, None, mask), f"mask={mask}",
+        f"{model} is a recurrence: each position updates a state that only later positions read")
+      for model in ("gated_deltanet", "mamba2") for mask in ("none", "padding")),
 ]
 
 
@@ -75,9 +78,9 @@ def combo_overrides(model: str, task: str, mask: str) -> list[str]:
 def test_the_groups_offer_every_variant_and_task():
     assert MODELS == sorted(VARIANTS)
     assert TASK_NAMES == sorted(TASK_REGISTRY)
-    # 8 models x 6 tasks x 3 masks; 38 of them cannot work (16 next_word and 16 induction without a causal mask,
-    # 6 cross with one).
-    assert (len(COMBINATIONS), len(REJECTED)) == (144, 38)
+    # 10 models x 6 tasks x 3 masks; 62 of them cannot work (20 next_word and 20 induction without a causal mask,
+    # 6 cross with one, 16 of the recurrences without one on the other four tasks).
+    assert (len(COMBINATIONS), len(REJECTED)) == (180, 62)
 
 
 @pytest.mark.parametrize(("model", "task", "mask"), ACCEPTED, ids=["-".join(c) for c in ACCEPTED])
@@ -184,8 +187,11 @@ def test_typos_and_wrong_types_fail_at_compose_time(overrides, named):
     for option in options(group)
 ])
 def test_every_group_option_composes_and_validates(group, option):
-    # task=next_word or induction alone keeps the default mask=padding, rejected above: they need mask=causal.
-    extra = ["mask=causal"] if (group, option) in (("task", "next_word"), ("task", "induction")) else []
+    # task=next_word or induction alone keeps the default mask=padding, rejected above: they need mask=causal,
+    # as do the recurrences (model=mamba2, gated_deltanet).
+    needs_causal = (group, option) in (("task", "next_word"), ("task", "induction")) or (
+        group == "model" and ATTENTION_REGISTRY[option].causal_only)
+    extra = ["mask=causal"] if needs_causal else []
     validate(compose_config([f"{group}={option}", *extra]))
 
 

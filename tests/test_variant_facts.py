@@ -47,7 +47,7 @@ def test_the_composed_model_follows_its_class(model):
     cls = ATTENTION_REGISTRY[cfg.name]
     config = model_config(cfg)
     assert config.encoder_decoder == cls.takes_source
-    heads_with_weights = any(True for _ in build_attention(cfg.name, d_in=8, d_out=8).parameters())
+    heads_with_weights = any(True for _ in build_attention(cfg.name, d_in=8, d_out=8, causal=cls.causal_only).parameters())
     assert config.learned_heads == heads_with_weights  # heads with weights of their own: something to ablate
     positions = accepted_positions(cls)
     assert ("rope" in positions) == ("alibi" in positions) == (cls.projects and not cls.takes_source)

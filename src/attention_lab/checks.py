@@ -16,6 +16,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.attention.arguments import (
+    CAUSAL_ONLY_REASON,
+    accepts_bidirectional,
     accepts_causal,
     check_dropout,
     check_heads_divide,
@@ -199,7 +201,8 @@ def check_model(cfg: DictConfig, variant: VariantFacts) -> None:
 def check_masks(cfg: DictConfig, variant: VariantFacts) -> None:
     """The mask must suit both the variant and the task (``task.masks``)."""
     model, task = cfg.model, cfg.task
-    model_masks = [m for m in ALL_MASKS if m != Mask.causal.value or accepts_causal(variant)]
+    model_masks = [m for m in ALL_MASKS
+                   if (accepts_causal(variant) if m == Mask.causal.value else accepts_bidirectional(variant))]
     mask = Mask(model.mask).value
     if mask not in task.masks:
         raise ConfigError(f"mask={mask} is invalid for task={task.name}: each position would see what it must "
@@ -209,7 +212,8 @@ def check_masks(cfg: DictConfig, variant: VariantFacts) -> None:
             raise ConfigError(f"task={task.name} is invalid for model={model.name}: the task needs "
                               f"mask={' or '.join(task.masks)}, which model={model.name} does not take "
                               f"(it takes mask={' or '.join(model_masks)})")
-        raise ConfigError(f"mask={mask} is invalid for model={model.name}: use mask={' or '.join(model_masks)}")
+        why = f" ({CAUSAL_ONLY_REASON})" if variant.causal_only else ""
+        raise ConfigError(f"mask={mask} is invalid for model={model.name}: use mask={' or '.join(model_masks)}{why}")
 
 
 def ablations(cfg: DictConfig, variant: VariantFacts) -> tuple[str, ...]:

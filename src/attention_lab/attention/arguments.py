@@ -42,6 +42,23 @@ def accepts_causal(variant: Any) -> bool:
     return not variant.takes_source
 
 
+CAUSAL_ONLY_REASON = "it is a recurrence over time: each position reads only the state that the positions before it wrote"
+
+
+def accepts_bidirectional(variant: Any) -> bool:
+    """Whether a query may read later keys (mask=none or padding): not in a recurrence over time."""
+    return not variant.causal_only
+
+
+def check_causal_only(variant: str, cls: Any, causal: object) -> None:
+    """A recurrence over time (``causal_only``) is causal or nothing."""
+    if cls.causal_only and causal is not True:
+        raise AttentionArgumentError(
+            "causal", causal, f"True for '{variant}'",
+            f"causal must be True for '{variant}' ({CAUSAL_ONLY_REASON}), got causal={causal!r}",
+            reason=CAUSAL_ONLY_REASON)
+
+
 def check_positive_int(argument: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise AttentionArgumentError(argument, value, "a positive integer")

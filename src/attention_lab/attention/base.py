@@ -50,6 +50,8 @@ class AttentionModule(nn.Module):
     # ("linear", "sigmoid", "conv"). Why rope and alibi are refused when `projects` is False:
     kind: ClassVar[str] = "softmax"
     positions_note: ClassVar[str] = "it has no query/key projections"
+    # A recurrence over time (a state that each position updates): it takes causal=True only (mask=causal).
+    causal_only: ClassVar[bool] = False
 
     @classmethod
     def d_out_for(cls, d_model: int, num_heads: int) -> int:

@@ -37,6 +37,7 @@ class VariantFacts:
     rejects: dict[str, str] = field(default_factory=dict)  # shared arguments it refuses -> why
     kind: str = "softmax"
     positions_note: str = "it has no query/key projections"
+    causal_only: bool = False  # a recurrence over time: causal=True (mask=causal) only
 
 
 FACT_NAMES = tuple(f.name for f in fields(VariantFacts) if f.name != "name")

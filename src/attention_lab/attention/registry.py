@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from attention_lab.attention.arguments import (
+    check_causal_only,
     check_dropout,
     check_flag,
     check_heads,
@@ -82,6 +83,7 @@ def build_attention(
     check_position(name, cls, position)
     check_rejected(name, cls, window=window, dropout=dropout)
     check_options(name, cls, options)
+    check_causal_only(name, cls, causal)
     module = cls(
         d_in, d_out, num_heads=num_heads, kv_heads=kv_heads, d_v=d_v, qkv_bias=qkv_bias,
         dropout=dropout, causal=causal, window=window, position=position, **options,

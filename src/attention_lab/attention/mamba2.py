@@ -1,0 +1,153 @@
+"""Mamba-2 (Dao & Gu 2024, "Transformers are SSMs": structured state space duality, SSD).
+
+Per head, a state h (d × d) that each position decays by a scalar and writes into:
+
+    h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t x_tᵀ,    y_t = h_tᵀ C_t
+
+with A < 0 one learned number per head and Δ_t = softplus(W_dt x_t + b) > 0 the step size of that head at that
+position. Unrolled, y = M X with the T × T matrix
+
+    M = L ∘ (C Bᵀ) · diag(Δ),    L[i, j] = exp(Σ_{k=j+1..i} Δ_k A) for j <= i, 0 above the diagonal,
+
+attention's form with the decay L in place of the softmax: the "dual" of the recurrence. The names follow that
+duality: C comes from ``W_query``, B from ``W_key``, X from ``W_value`` (the values). The weights path returns
+M (the map the output is computed from, through ``hook_weights``); the fast path is that quadratic form up to
+``chunk`` positions, and the chunked form of ``ssd_minimal.py`` (state-spaces/mamba) beyond: M's blocks within
+each chunk, and the state passed from chunk to chunk, so time grows linearly in T.
+
+As in Mamba-2, X, B and C first pass a short causal depthwise convolution and SiLU (``short_conv`` taps;
+0: none): it gives a head the previous-token step that recall tasks need (see :mod:`.short_conv`). M maps the
+convolved values to the output, as ``conv``'s map does. Left out (the block around it has them): Mamba-2's
+output gate, its norm and the skip D·x. A recurrence is causal or nothing: ``causal=True`` only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attention_lab.attention.arguments import check_positive_int, check_split_heads
+from attention_lab.attention.base import AttentionModule
+from attention_lab.attention.functional import AttentionOutput
+from attention_lab.attention.registry import register
+from attention_lab.attention.short_conv import ShortCausalConv, convolve_heads
+
+CHUNK = 64  # positions per chunk of the fast path; up to this length it computes M itself
+SHORT_CONV = 4  # taps of the short convolution (Mamba-2's d_conv)
+STEP_RANGE = (1e-3, 1e-1)  # Δ at initialisation, log-uniform per head (Mamba-2's dt_min, dt_max)
+
+
+def step_size_bias(num_heads: int) -> Tensor:
+    """b with softplus(b) log-uniform in STEP_RANGE: each head starts with its own time scale (Mamba-2's init)."""
+    low, high = (math.log(s) for s in STEP_RANGE)
+    step = torch.exp(torch.rand(num_heads) * (high - low) + low)
+    return step + torch.log(-torch.expm1(-step))  # softplus⁻¹(step)
+
+
+def segsum(a: Tensor) -> Tensor:
+    """(..., T) -> (..., T, T): S[i, j] = Σ_{k=j+1..i} a_k for j <= i (0 on the diagonal), -inf above it.
+
+    Summed within each column rather than as a difference of two prefix sums, which would cancel large numbers
+    (ssd_minimal.py's ``segsum``)."""
+    t = a.shape[-1]
+    on_or_below = torch.ones(t, t, dtype=torch.bool, device=a.device).tril()
+    terms = a[..., :, None].expand(*a.shape, t).masked_fill(~on_or_below.tril(-1), 0.0)  # [i, j] = a_i where i > j
+    return terms.cumsum(dim=-2).masked_fill(~on_or_below, float("-inf"))
+
+
+def ssd_map(a: Tensor, b: Tensor, c: Tensor, step: Tensor) -> Tensor:
+    """M = exp(segsum(a)) ∘ (C Bᵀ) · diag(Δ): a = ΔA (B, H, T), B and C (B, H, T, d), Δ (B, H, T) -> (B, H, T, T)."""
+    return torch.exp(segsum(a)) * (c @ b.transpose(-2, -1)) * step[..., None, :]
+
+
+def ssd_chunked(x: Tensor, a: Tensor, b: Tensor, c: Tensor, step: Tensor, chunk: int) -> Tensor:
+    """y = M X without forming M (ssd_minimal.py's ``ssd_minimal_discrete``): X (B, H, T, d_v) -> (B, H, T, d_v).
+
+    1. within each chunk, its block of M; 2. each chunk's own final state; 3. the states passed along the chunks,
+    each decayed by the chunk it crosses; 4. what each position reads from the state its chunk starts with.
+    """
+    t = x.shape[-2]
+    pad = -t % chunk  # a = 0 and zero inputs at the end: decay nothing, write nothing
+    x, b, c = (F.pad(z, (0, 0, 0, pad)) for z in (x * step[..., None], b, c))
+    a = F.pad(a, (0, pad))
+    n = (t + pad) // chunk
+    x, b, c = (z.unflatten(2, (n, chunk)) for z in (x, b, c))  # (B, H, N, C, .)
+    a = a.unflatten(2, (n, chunk))  # (B, H, N, C)
+    a_cumsum = a.cumsum(dim=-1)
+    within = (torch.exp(segsum(a)) * (c @ b.transpose(-2, -1))) @ x  # 1. (B, H, N, C, d_v)
+    to_end = torch.exp(a_cumsum[..., -1:] - a_cumsum)  # (B, H, N, C): decay from each position to its chunk's end
+    states = (b * to_end[..., None]).transpose(-2, -1) @ x  # 2. (B, H, N, d, d_v)
+    states = torch.cat([torch.zeros_like(states[:, :, :1]), states], dim=2)  # nothing before the first chunk
+    across = torch.exp(segsum(F.pad(a_cumsum[..., -1], (1, 0))))  # 3. (B, H, N + 1, N + 1) chunk-to-chunk decays
+    states = torch.einsum("bhzn,bhnde->bhzde", across, states)[:, :, :-1]  # (B, H, N, d, d_v): each chunk's start
+    from_state = (c @ states) * torch.exp(a_cumsum)[..., None]  # 4. (B, H, N, C, d_v)
+    return (within + from_state).flatten(2, 3)[:, :, :t]
+
+
+@register("mamba2")
+class Mamba2(AttentionModule):
+    """W_query (C), W_key (B), W_value (X), W_dt (Δ), A per head, a short convolution, the SSD mixer, out_proj."""
+
+    takes_source = False
+    multi_head = True
+    grouped_kv = False
+    projects = False  # its map is not softmax(scores): rope and alibi have no scores to act on
+    causal_only = True
+    kind = "ssm"
+    options = ("chunk", "short_conv")
+    positions_note = "its decay already weighs each earlier position by its distance, and it forms no scores to rotate or bias"
+    rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
+
+    def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
+                 window: int | None = None, dropout: float = 0.0, chunk: int = CHUNK, short_conv: int = SHORT_CONV,
+                 **common) -> None:
+        # window and dropout arrive unset, causal True: build_attention refuses the rest (``rejects``, ``causal_only``).
+        super().__init__(**common)
+        check_split_heads("mamba2", d_out, self.num_heads, d_v)
+        check_positive_int("chunk", chunk)
+        self.chunk = chunk
+        self.head_dim = d_out // self.num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)  # C
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)  # B
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)  # X
+        self.W_dt = nn.Linear(d_in, self.num_heads)  # Δ = softplus(W_dt x + b), one per head
+        with torch.no_grad():
+            self.W_dt.bias.copy_(step_size_bias(self.num_heads))
+        self.A_log = nn.Parameter(torch.empty(self.num_heads).uniform_(1, 16).log())  # A = -exp(A_log) in [-16, -1]
+        self.short_conv = ShortCausalConv(3 * d_out, short_conv)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.output_dim = d_out
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape  # (B, T, H * d) -> (B, H, T, d)
+        return x.view(b, t, self.num_heads, -1).transpose(1, 2)
+
+    def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        # The keys carry the step size's pre-activation as one more feature: what a position writes (B_t) and how
+        # far it moves the state on (Δ_t) are decided at the same position. attend() takes it off again.
+        step = self.W_dt(source).transpose(1, 2).unsqueeze(-1)  # (B, H, T, 1)
+        keys = torch.cat([self.split_heads(self.W_key(source)), step], dim=-1)  # (B, H, T, d + 1)
+        return self.split_heads(self.W_query(x)), keys, self.split_heads(self.W_value(source))
+
+    def merge(self, context: Tensor) -> Tensor:
+        return self.out_proj(super().merge(context))  # (B, T, d_out): the heads mixed
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
+        # q: C (B, H, T, d); k: B and Δ's pre-activation (B, H, T, d + 1); v: X (B, H, T, d); mask: (B, 1, 1, T) or None.
+        if mask is not None and mask.shape[-2] != 1:
+            raise ValueError(f"'mamba2' takes key masks of shape (B, 1, 1, T_k), got {tuple(mask.shape)}")
+        keep = None if mask is None else mask[:, 0].transpose(-2, -1).to(v.dtype)  # (B, T, 1)
+        c, b, x = convolve_heads(self.short_conv, (q, k[..., :-1], v), keep)
+        step = F.softplus(k[..., -1])  # Δ: (B, H, T)
+        if mask is not None:
+            step = step * mask[:, 0]  # a hidden position is skipped: Δ = 0 decays nothing and writes nothing
+        a = step * -torch.exp(self.A_log)[:, None]  # ΔA < 0: (B, H, T)
+        if need_weights or self.weights_hooked:  # the map itself (no scores: hook_weights only)
+            weights = self.hook_weights(ssd_map(a, b, c, step))  # (B, H, T, T)
+            return AttentionOutput(weights @ x, weights if need_weights else None)
+        if x.shape[-2] <= self.chunk:
+            return AttentionOutput(ssd_map(a, b, c, step) @ x, None)  # the quadratic (dual) form
+        return AttentionOutput(ssd_chunked(x, a, b, c, step, self.chunk), None)

@@ -1,0 +1,175 @@
+"""What mamba2 and gated_deltanet share as recurrences over time: causality on both paths, the map through the
+hooks, the settings they refuse (in build_attention and in the config, one line each), gradients, and a short
+training run through scripts/train.py. Their references: test_variant_mamba2.py, test_variant_gated_deltanet.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch.autograd import gradcheck
+from torch.func import functional_call
+
+from attention_lab.attention import AttentionArgumentError, build_attention
+from attention_lab.attention.hooks import capture, intervene, zero_heads
+from attention_lab.checks import validate
+from attention_lab.errors import ConfigError
+from attention_lab.run.preflight import check_run
+from conftest import compose_config, run_train
+from test_attention_reference import assert_close
+
+RECURRENCES = ("gated_deltanet", "mamba2")
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def module_of(variant: str, **options):
+    torch.manual_seed(0)
+    return build_attention(variant, **{"d_in": 8, "d_out": 8, "num_heads": 2, "causal": True, **options})
+
+
+@pytest.mark.parametrize("variant", RECURRENCES)
+@pytest.mark.parametrize("t", [20, 150], ids=["quadratic", "chunked"])
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fast", "weights"])
+def test_a_later_token_never_changes_an_earlier_output(variant, t, need_weights):
+    module = module_of(variant)
+    x = torch.randn(2, t, 8)
+    before = module(x, need_weights=need_weights).context
+    for changed in (0, t // 2, t - 1):
+        y = x.clone()
+        y[:, changed] += torch.randn(2, 8) * 10
+        after = module(y, need_weights=need_weights).context
+        assert_close(after[:, :changed], before[:, :changed])
+        assert not torch.allclose(after[:, changed], before[:, changed])
+
+
+@pytest.mark.parametrize("variant", RECURRENCES)
+@pytest.mark.parametrize("t", [20, 150], ids=["quadratic", "chunked"])
+def test_the_output_is_computed_through_the_map(variant, t):
+    """capture() sees the map the weights path returns; an identity edit at hook_weights gives the fast path's
+    output, a zero map silences every head (the output is out_proj's bias), and so does zeroing every head."""
+    module = module_of(variant).double()
+    x = torch.randn(2, t, 8, dtype=torch.float64)
+    fast = module(x).context
+    with capture(module) as cache:
+        captured = module(x).context
+    context, weights = module(x, need_weights=True)
+    assert torch.equal(cache["hook_weights"], weights) and weights.shape == (2, 2, t, t)
+    assert_close(captured, fast, atol=1e-10)
+    with intervene(module, {"hook_weights": lambda w: w.clone()}):
+        assert_close(module(x).context, fast, atol=1e-10)
+    bias = module.out_proj.bias.expand_as(fast)
+    with intervene(module, {"hook_weights": torch.zeros_like}):
+        assert_close(module(x).context, bias)
+    with intervene(module, {"hook_head_output": zero_heads([0, 1])}):
+        assert_close(module(x).context, bias)
+    with intervene(module, {"hook_weights": lambda w: w * torch.tensor([1.0, 0.0]).double()[:, None, None]}):
+        one_head = module(x).context  # head 1 silenced through its map only
+    with intervene(module, {"hook_head_output": zero_heads([1])}):
+        assert_close(one_head, module(x).context)
+
+
+@pytest.mark.parametrize("variant", RECURRENCES)
+def test_unbatched_in_unbatched_out(variant):
+    module = module_of(variant)
+    x = torch.randn(3, 9, 8)
+    batched, batched_weights = module(x, need_weights=True)
+    context, weights = module(x[1], need_weights=True)
+    assert context.shape == (9, 8) and weights.shape == (2, 9, 9)
+    assert_close(context, batched[1])
+    assert_close(weights, batched_weights[1])
+
+
+@pytest.mark.parametrize("variant", RECURRENCES)
+@pytest.mark.parametrize(("options", "argument"), [
+    (dict(causal=False), "causal"),
+    (dict(window=3), "window"),
+    (dict(dropout=0.1), "dropout"),
+    (dict(position="rope"), "position"),
+    (dict(position="alibi"), "position"),
+    (dict(kv_heads=1), "kv_heads"),
+    (dict(d_v=4), "d_v"),
+    (dict(d_out=6, num_heads=4), "num_heads"),
+    (dict(chunk=0), "chunk"),
+    (dict(chunk=True), "chunk"),
+    (dict(chunk="64"), "chunk"),
+    (dict(short_conv=-1), "short_conv"),
+    (dict(short_conv=2.5), "short_conv"),
+    (dict(short_conv=True), "short_conv"),
+    (dict(normalize="sum"), "normalize"),
+], ids=lambda v: v if isinstance(v, str) else "-".join(f"{k}={x}" for k, x in v.items()))
+def test_what_does_not_apply_is_refused_naming_the_argument(variant, options, argument):
+    with pytest.raises(AttentionArgumentError) as err:
+        module_of(variant, **options)
+    assert err.value.argument == argument and "\n" not in str(err.value)
+    if argument == "causal":
+        assert err.value.allowed == f"True for '{variant}'" and "recurrence" in err.value.reason
+
+
+@pytest.mark.parametrize("variant", RECURRENCES)
+@pytest.mark.parametrize(("overrides", "setting"), [
+    (["mask=padding"], "mask=padding"),
+    (["mask=none"], "mask=none"),
+    (["mask=causal", "position=rope"], "position=rope"),
+    (["mask=causal", "kv_heads=2"], "kv_heads=2"),
+    (["mask=causal", "window=4"], "window=4"),
+    (["mask=causal", "model.dropout=0.1"], "model.dropout=0.1"),
+])
+def test_the_config_refuses_in_one_line(variant, overrides, setting):
+    with pytest.raises(ConfigError) as err:
+        validate(compose_config([f"model={variant}", "task=copy", *overrides]))
+    message = str(err.value)
+    assert message.startswith(f"{setting} is invalid for model={variant}") and "\n" not in message
+    if setting.startswith("mask="):
+        assert "use mask=causal" in message
+
+
+@pytest.mark.parametrize("variant", RECURRENCES)
+@pytest.mark.parametrize(("option", "shown"), [("chunk=0", "chunk=0"), ("short_conv=-2", "short_conv=-2")])
+def test_an_option_value_fails_before_the_run(variant, option, shown):
+    cfg = compose_config([f"model={variant}", "task=copy", "mask=causal", f"model.options.{option}", "device=cpu"])
+    with pytest.raises(ConfigError, match=rf"^model\.options\.{shown} is invalid for model={variant}: it must be "):
+        check_run(cfg)
+    check_run(compose_config([f"model={variant}", "task=copy", "mask=causal", "device=cpu"]))
+
+
+@pytest.mark.parametrize("variant", RECURRENCES)
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fast", "weights"])
+def test_every_parameter_gets_a_gradient(variant, need_weights):
+    module = module_of(variant, qkv_bias=True, chunk=8)
+    x = torch.randn(2, 20, 8, requires_grad=True)  # 20 positions: the chunked form on the fast path
+    module(x, need_weights=need_weights).context.square().sum().backward()
+    assert torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
+    for name, parameter in module.named_parameters():
+        assert parameter.grad is not None and torch.isfinite(parameter.grad).all(), name
+        assert parameter.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("variant", RECURRENCES)
+@pytest.mark.parametrize(("chunk", "padded", "need_weights"), [(64, False, False), (2, False, False),
+                                                               (2, True, False), (64, True, True)],
+                         ids=["quadratic", "chunked", "chunked-padded", "weights-padded"])
+def test_gradcheck(variant, chunk, padded, need_weights):
+    module = module_of(variant, d_in=4, d_out=4, qkv_bias=True, chunk=chunk, short_conv=2).double()
+    names = [name for name, _ in module.named_parameters()]
+    params = [p.detach().clone().requires_grad_(True) for p in module.parameters()]
+    x = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
+    padding = torch.tensor([[False] * 5, [True, False, False, False, False]]) if padded else None
+
+    def run(x, *params):
+        return functional_call(module, dict(zip(names, params, strict=True)), (x,),
+                               dict(key_padding_mask=padding, need_weights=need_weights)).context
+
+    assert gradcheck(run, (x, *params), eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("variant", RECURRENCES)
+def test_it_trains_on_induction_through_the_script(variant, tmp_path: Path, single_thread):
+    run = tmp_path / "run"
+    run_train(run, f"model={variant}", "task=induction", "mask=causal", "layers=2", "max_steps=8",
+              "task.train_size=128", "task.val_size=32", "trainer.val_check_interval=4", "~callbacks.attention_maps")
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert 0.0 <= metrics["val/seq_acc"] <= 1.0 and metrics["val/loss"] > 0
