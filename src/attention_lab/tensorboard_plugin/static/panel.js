@@ -54,25 +54,31 @@ export function createPanel(entry, api) {
   body.append(source, hoverInfo, overview, detail, tooltip);
   root.append(title, message, body);
 
-  // chosen: a map was clicked (the focus no longer moves the enlarged head); hovered: the cell under the cursor
+  // chosen: a map was clicked (the focus no longer moves the enlarged head); pointer: where the cursor last
+  // hovered a cell
   const state = { steps: [], data: null, sentence: null, selected: { layer: 0, head: 0 }, chosen: false,
-                  hovered: null, request: 0, cache: new Map(), headView: null, runMessage: "" };
+                  pointer: null, request: 0, cache: new Map(), headView: null, runMessage: "" };
 
   function say(text) {
     message.textContent = text || "";
     message.hidden = !text;
   }
 
-  function hover(info) { state.hovered = info; hoverInfo.textContent = describeCell(info); }
-  function unhover() { state.hovered = null; hoverInfo.textContent = "hover a cell for its words and weight"; }
+  function hover(info, event) {
+    state.pointer = event ? { x: event.clientX, y: event.clientY } : state.pointer;
+    hoverInfo.textContent = describeCell(info);
+  }
+  function unhover() { state.pointer = null; hoverInfo.textContent = "hover a cell for its words and weight"; }
 
-  // After new maps (a step, a sentence) the hovered cell, if it still exists, is described from the new words
-  // and weights; the cursor may rest on it while the maps change under it.
+  // New maps (a step, a sentence) are drawn under a cursor that may rest on a cell (the sentence sent with
+  // Enter): the line describes the new cell under it, or goes back to the hint, never the words drawn before.
   function rehover(data) {
-    const cell = state.hovered;
-    const rows = cell && data.weights[cell.layer] && data.weights[cell.layer][cell.head];
-    if (!rows || cell.q >= data.query_words.length || cell.k >= data.key_words.length) { unhover(); return; }
-    hover({ ...cell, query: data.query_words[cell.q], key: data.key_words[cell.k], weight: rows[cell.q][cell.k] });
+    const at = state.pointer && document.elementFromPoint(state.pointer.x, state.pointer.y);
+    const map = at && at.matches("rect.cell") && root.contains(at) ? at.closest("svg.heatmap") : null;
+    if (!map) { unhover(); return; }
+    const layer = Number(map.dataset.layer), head = Number(map.dataset.head);
+    const q = Number(at.dataset.q), k = Number(at.dataset.k);
+    hover({ layer, head, q, k, query: data.query_words[q], key: data.key_words[k], weight: data.weights[layer][head][q][k] });
   }
 
   // The head the run's scores point at, enlarged until the user clicks a map.
@@ -94,7 +100,6 @@ export function createPanel(entry, api) {
       ? "your sentence: “" + state.sentence.words.join(" ") + "” → “" + state.sentence.predictions.join(" ") +
         "” (" + state.sentence.checkpoint + ", step " + state.sentence.step + ")"
       : "probe “" + data.key_words.join(" ") + "” at step " + data.step;
-    rehover(data);
     grid.replaceChildren(mapsGrid(data, { selected: state.selected, onHover: hover, onLeave: unhover,
       onSelect: (layer, head) => {
         state.selected = { layer, head }; state.chosen = true; draw(); state.headView.show(layer, [head]);
@@ -104,6 +109,7 @@ export function createPanel(entry, api) {
     const size = Math.max(data.query_words.length, data.key_words.length);
     enlarged.replaceChildren(heatmap(data, layer, head, { cell: Math.max(14, Math.min(34, Math.floor(300 / size))),
       labels: true, onHover: hover, onLeave: unhover }));
+    rehover(data);
     const viewData = { query_words: data.query_words, key_words: data.key_words, query_axis: data.query_axis,
                        weights: data.weights };
     if (state.headView) state.headView.setData(viewData);
@@ -150,9 +156,9 @@ export function createPanel(entry, api) {
       if (!state.sentence)  // the sentence's notes stay while its maps are shown
         say(logged > step ? "no maps at or before step " + step + ": showing the first logged step" : "");
       const refocus = scoresReply.ok && applyFocus(scoresReply.data.focus);
+      showScores(scoresReply);  // first: the maps below it are drawn where they will stay (see rehover)
       draw();
       if (refocus) state.headView.show(state.selected.layer, [state.selected.head]);
-      showScores(scoresReply);
       root.dataset.step = reply.data.step;
       root.dataset.state = "maps";
     },
