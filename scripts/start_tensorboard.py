@@ -7,9 +7,12 @@
     python scripts/start_tensorboard.py outputs/runs/<date>/<time> --port 6007   # other flags go to TensorBoard
 
 TensorBoard keeps 10 steps of each image and text tag by default and drops the rest without a word (maps drawn
-every 25 steps with callbacks.attention_maps.image_every_n_steps=25: 2 of 12 gone; the predictions likewise). This
-starts it with `--samples_per_plugin` raised to 10,000 steps a tag: every step of any run the lab trains. Not 0: TensorBoard's help calls 0
-"all", but TensorBoard 2.21 then serves none (with either loader). A `--samples_per_plugin` of your own replaces it.
+every 25 steps with callbacks.attention_maps.image_every_n_steps=25: 2 of 12 gone; the predictions likewise), and
+of the attention tab's record 100 steps a run (10 with --load_fast=false). This starts it with
+--samples_per_plugin=attention_lab=0,images=10000,text=10000: every step of any run the lab trains.
+attention_lab=0 keeps every step of the attention tab with either loader; images=0 or text=0 would show none at
+all (those plugins also ask for at most that many steps), hence 10,000 there. A --samples_per_plugin of your own
+replaces all three.
 Without a logdir it opens the newest sweep under outputs/ (the sweep whose multirun.yaml changed last), whose HParams
 table compares its jobs, and says so with the command that opens everything; with no sweep there, outputs/ itself.
 TensorBoard's HParams tab shows one table per logdir, its columns taken from the first run it reads: every run
@@ -24,9 +27,10 @@ import sys
 from pathlib import Path
 
 OUTPUTS = "outputs"  # where scripts/train.py writes its runs and sweeps (configs/hydra/default.yaml)
-# Every plugin the lab writes many steps of: the maps (images), predictions (text), the attention tab's tensors.
-STEPS_KEPT = 10_000
-KEEP_EVERY_STEP = "--samples_per_plugin=" + ",".join(f"{plugin}={STEPS_KEPT}" for plugin in ("images", "text", "attention_lab"))
+# Every plugin the lab writes many steps of: the attention tab's tensors (0: keep all, the tab asks for every step
+# kept), the maps (images) and predictions (text), whose plugins also ask for at most that many steps (0: none).
+STEPS_KEPT = {"attention_lab": 0, "images": 10_000, "text": 10_000}
+KEEP_EVERY_STEP = "--samples_per_plugin=" + ",".join(f"{plugin}={steps}" for plugin, steps in STEPS_KEPT.items())
 
 
 def tensorboard_argv(logdir: Path, flags: list[str]) -> list[str]:

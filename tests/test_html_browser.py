@@ -128,3 +128,20 @@ def test_address_chooses_layer_and_head(chromium, page):
     assert_lines_show(drawn_lines(chromium), maps.weights[1], head=3)
     assert chromium.evaluate("document.getElementById('layer').value") == "1"
     assert_no_page_errors(chromium)
+
+
+def test_the_page_opens_on_the_runs_best_head_and_the_address_still_wins(chromium, page, tmp_path):
+    """visualize.py writes the page with the head scoring highest on the run's task kind (as the attention tab
+    opens); the page opens on it, and an address that names a view keeps that view."""
+    from attention_lab.review.html_view import write_html
+
+    _, maps = page
+    path = write_html(maps, tmp_path / "opening.html", {"kind": "reverse", "layer": 1, "head": 3, "score": 0.97})
+    chromium.navigate(path.as_uri())
+    assert "layer 1 of 2 · head 3 of 4" in chromium.evaluate("document.getElementById('status').textContent")
+    assert_lines_show(drawn_lines(chromium), maps.weights[1], head=3)
+    assert chromium.evaluate("document.querySelector('.opening').textContent") == (
+        "Opens on layer 1, head 3: the head scoring highest on reverse (0.97) in the run's final validation.")
+    chromium.navigate(path.as_uri() + "#layer=0&head=1")
+    assert "layer 0 of 2 · head 1 of 4" in chromium.evaluate("document.getElementById('status').textContent")
+    assert_no_page_errors(chromium)

@@ -1,5 +1,6 @@
 """scripts/start_tensorboard.py: TensorBoard over a run serves every step the run logged, where plain `tensorboard`
-drops all but 10 of a tag's images; a logdir that is not a directory is one line, before anything starts."""
+drops all but 10 of a tag's images and all but 100 (10 with --load_fast=false) of the attention tab's steps; a
+logdir that is not a directory is one line, before anything starts."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import IMAGES, Event
 
 from attention_lab.run.files import tensorboard_dir
 from conftest import ROOT, run_script, run_train
+from tab_runs import write_run
 from tb_server import TensorBoard, serve
 
 SCRIPT = ROOT / "scripts" / "start_tensorboard.py"
@@ -96,3 +98,49 @@ def test_without_a_logdir_the_newest_sweep_is_opened_and_the_line_says_how_to_op
     assert logdir == newest
     assert line == (f"TensorBoard on the newest sweep, {newest} (its HParams table compares its jobs); every run and "
                     f"sweep: python scripts/start_tensorboard.py {outputs}")
+
+
+# ---------------------------------------------------------------------------------------------- the attention tab
+
+TAB_FLAG = "--samples_per_plugin=attention_lab=0"  # what the tab's header and --help advise
+TAB_STEPS = 150  # more than either loader keeps of a tensor tag by default (100 and 10)
+PLAIN = (sys.executable, "-m", "tensorboard.main")
+
+
+@pytest.fixture(scope="module")
+def many_records_run(tmp_path_factory) -> Path:
+    """A run whose event file holds the tab's record at more steps than TensorBoard keeps by default."""
+    run_dir = tmp_path_factory.mktemp("many_records") / "run"
+    write_run(run_dir, steps=list(range(0, 10 * TAB_STEPS, 10)), words=["Life", "is", "short"])
+    return run_dir
+
+
+def tab_steps(server: TensorBoard) -> list[int]:
+    """The steps the tab's maps route offers (its step slider)."""
+    return server.get_json("/data/plugin/attention_lab/maps", run="tensorboard/version_0")["steps"]
+
+
+@pytest.mark.parametrize(("launcher", "flags", "every_step"), [
+    (PLAIN, ["--load_fast=true"], False),
+    (PLAIN, ["--load_fast=false"], False),
+    (PLAIN, ["--load_fast=true", TAB_FLAG], True),
+    (PLAIN, ["--load_fast=false", TAB_FLAG], True),
+    ((sys.executable, str(SCRIPT)), ["--load_fast=true"], True),
+    ((sys.executable, str(SCRIPT)), ["--load_fast=false"], True),
+], ids=["default", "python-loader", "flag", "flag-python-loader", "script", "script-python-loader"])
+def test_attention_lab_0_keeps_every_step_of_the_tab(many_records_run: Path, tmp_path: Path, launcher, flags,
+                                                     every_step: bool):
+    """attention_lab=0 is "all" for the tab with either loader (the tab asks for every step kept); without it
+    TensorBoard keeps a sample. Served once the last step is (a loader keeps the newest step of a tag)."""
+    logged = list(range(0, 10 * TAB_STEPS, 10))
+    with serve(many_records_run, tmp_path / "server.log", lambda server: logged[-1] in tab_steps(server), *flags,
+               launcher=launcher) as server:
+        served = tab_steps(server)
+    assert (served == logged) if every_step else (len(served) < len(logged) and set(served) < set(logged)), served
+
+
+def test_the_help_gives_the_tabs_advice():
+    """--help and the tab's header (tests/test_tensorboard_tab_browser.py) name the same flag, and say what it does."""
+    help_text = " ".join(run_script(SCRIPT, "--help", check=True).stdout.split())
+    assert TAB_FLAG.split("=", 1)[1] in help_text  # the script's own flag
+    assert "attention_lab=0 keeps every step of the attention tab with either loader" in help_text

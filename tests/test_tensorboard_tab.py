@@ -237,3 +237,111 @@ def test_the_cost_script_counts_the_tabs_bytes(tmp_path):
     summaries = sum(len(probe_summary(fake_weights(step, 2, 3, len(WORDS), len(WORDS)), WordLayout(WORDS, WORDS))
                         .SerializeToString()) for step in (0, 50))
     assert summaries < size < summaries + 2 * 64  # each record: its summary, the step and time, the framing
+
+
+# ---------------------------------------------------------------------------------------------- the first view
+
+def write_config(run_dir: Path, task: dict) -> None:
+    """The run's saved config, as Hydra saves it (only the task: what the tab reads)."""
+    from omegaconf import OmegaConf
+
+    from attention_lab.run.files import SAVED_CONFIG
+
+    (run_dir / SAVED_CONFIG).parent.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(OmegaConf.create({"task": task}), run_dir / SAVED_CONFIG)
+
+
+def test_runs_newest_first_named_by_their_overrides(tmp_path):
+    """The tab opens on the first run with maps the runs route lists: the newest, not the first by name."""
+    write_run(tmp_path / "runs/d/10-00", steps=[0], words=WORDS, name="heads=3")  # older, first by name
+    write_run(tmp_path / "runs/d/11-00", steps=[0], words=WORDS, name="")  # newer: no overrides
+    write_run(tmp_path / "multirun/d/12-00/2", steps=[], words=WORDS, maps=False, name="heads=4,seed=1")
+    runs = get(client_for(tmp_path), "runs").get_json()["runs"]
+    assert [(r["run"], r["label"], r["has_maps"]) for r in runs] == [
+        ("runs/d/11-00/tensorboard", "default settings · runs/d/11-00", True),
+        ("runs/d/10-00/tensorboard/heads=3", "heads=3 · runs/d/10-00", True),
+        ("multirun/d/12-00/2/tensorboard/heads=4,seed=1", "heads=4,seed=1 · multirun/d/12-00/2", False)]
+    assert runs[0]["start_time"] > runs[1]["start_time"]
+
+
+@pytest.mark.parametrize(("run", "label"), [("runs/d/t/tensorboard/model=cross,heads=2", "model=cross,heads=2 · runs/d/t"),
+                                            ("tensorboard/heads=3", "heads=3"), (".", "."), ("some/dir", "some/dir")])
+def test_run_label(run, label):
+    from attention_lab.tensorboard_plugin.run_names import run_label
+
+    assert run_label(run) == label
+
+
+# Lightning logs the validation after n steps at n - 1; the maps of that model are recorded at n.
+REVERSE_RUN = {
+    **{f"head_score/reverse/layer{layer}/head{head}": [(99, 0.1 + 0.1 * head), (199, 0.3 if layer == 0 else 0.9 + 0.02 * head)]
+       for layer in range(2) for head in range(3)},
+    "head_score/self/layer0/head0": [(99, 0.99), (199, 0.99)],  # higher, but not the task's kind
+    **{f"ablation/zero/token_acc/layer1/head{head}": [(200, [0.002, -0.0001, 0.3][head])] for head in range(3)},
+    **{f"ablation/zero/token_acc/layer0/head{head}": [(200, 0.2)] for head in range(3)},
+    "ablation/zero/token_acc/layer1/all": [(200, 0.8)],
+}
+
+
+@pytest.fixture(scope="module")
+def reverse_logdir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("reverse_logdir")
+    write_run(root / "reverse", steps=[100, 200], words=WORDS, scalars=REVERSE_RUN, name="")
+    write_config(root / "reverse", {"name": "reverse", "min_len": 3})
+    write_run(root / "unknown", steps=[100], words=WORDS, scalars=REVERSE_RUN, name="")  # no saved config
+    return root
+
+
+def test_scores_carry_the_maps_step_and_the_head_to_open_on(reverse_logdir):
+    client = client_for(reverse_logdir)
+    at_100 = get(client, "scores", run="reverse/tensorboard", step="100").get_json()
+    grid = next(g for g in at_100["grids"] if g["family"] == "head_score/reverse")
+    assert (grid["step"], grid["logged_step"]) == (100, 99)  # beside the maps of step 100, as step 100
+    assert at_100["focus"] == {"kind": "reverse", "layer": 0, "head": 2, "score": pytest.approx(0.3)}
+    at_200 = get(client, "scores", run="reverse/tensorboard", step="200").get_json()
+    assert {g["family"]: (g["step"], g["logged_step"]) for g in at_200["grids"]} == {
+        "head_score/reverse": (200, 199), "head_score/self": (200, 199), "ablation/zero/token_acc": (200, 200)}
+    assert at_200["focus"] == {"kind": "reverse", "layer": 1, "head": 2, "score": pytest.approx(0.94)}
+    # the task's kind decides, not the highest score of any kind; without the run's config, no head is pointed at
+    assert get(client, "scores", run="unknown/tensorboard", step="100").get_json()["focus"] is None
+
+
+def test_redundant_heads_are_named_with_the_docs_section(reverse_logdir):
+    """Heads 0 and 1 of layer 1 score high on reverse yet cost nothing when removed; head 2 costs 0.3: needed."""
+    client = client_for(reverse_logdir)
+    reply = get(client, "scores", run="reverse/tensorboard", step="200").get_json()
+    assert [(h["layer"], h["head"]) for h in reply["redundant"]] == [(1, 0), (1, 1)]
+    assert reply["redundancy"] == ("Scores and ablations disagree: layer 1 heads 0, 1 score 0.90–0.92 on reverse and "
+                                   "look essential, yet removing any one alone costs at most 0.002 of token accuracy "
+                                   "(removing the whole layer: 0.800): other heads do the same work.")
+    assert reply["redundancy_docs"] == "docs/tensorboard.md#redundant-heads"
+    earlier = get(client, "scores", run="reverse/tensorboard", step="100").get_json()  # no ablation yet: no line
+    assert earlier["redundant"] == [] and earlier["redundancy"] is None
+
+
+def test_a_value_that_rounds_to_zero_prints_as_zero():
+    from attention_lab.tensorboard_plugin.focus import plain, redundancy_line
+
+    assert [plain(v, 3) for v in (-0.0001, 0.0, -0.0, 0.0004, 0.0005, -0.25)] == ["0", "0", "0", "0", "0.001", "-0.250"]
+    line = redundancy_line([{"layer": 1, "head": 0, "score": 0.9, "drop": -0.0001, "layer_drop": None}], "reverse")
+    assert "costs at most 0 of token accuracy:" in line and "-0.000" not in line
+
+
+def test_every_tasks_kind_is_a_head_score_kind():
+    from omegaconf import OmegaConf
+
+    from attention_lab.data.tasks import TASK_REGISTRY, task_head_score_kind
+    from attention_lab.head_scores import HEAD_SCORE_KINDS
+
+    kinds = {name: task_head_score_kind(OmegaConf.create({"name": name, "delay": 0})) for name in TASK_REGISTRY}
+    assert {kind for kind in kinds.values() if kind is not None} <= set(HEAD_SCORE_KINDS)
+    assert kinds["reverse"] == "reverse" and kinds["induction"] == kinds["recall"] == "induction"
+    assert task_head_score_kind(OmegaConf.create({"name": "copy", "delay": 1})) == "previous_token"
+    assert task_head_score_kind({"name": "nope"}) is None and task_head_score_kind(None) is None
+
+
+def test_best_head_skips_missing_cells():
+    from attention_lab.head_metrics import best_head
+
+    assert best_head([[0.2, None], [float("nan"), 0.7], [0.7, 0.1]]) == (1, 1)  # the first on a tie
+    assert best_head([[None, float("nan")]]) is None

@@ -8,8 +8,10 @@ Without Chromium the tests skip, except in CI (CI=true), where .ci/run installs 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,9 @@ from tab_runs import XSS, write_run
 from tb_server import serve
 
 WAIT_S = 60
+# Ablation drops as logged: a head whose removal helps a hair gives a tiny negative "drop"
+NEAR_ZERO = {"ablation/zero/loss/layer0/head0": [(20, -0.00004)], "ablation/zero/loss/layer0/head1": [(20, 0.25)],
+             "ablation/zero/loss/layer1/head0": [(20, 0.0)]}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +39,7 @@ def tensorboard(chromium, request, tmp_path_factory):
     logdir = tmp_path_factory.mktemp("tab_browser")
     shutil.copytree(request.getfixturevalue("solved_run"), logdir / "solved")
     shutil.copytree(request.getfixturevalue("tiny_trained_run"), logdir / "tiny")
-    write_run(logdir / "xss", steps=[10, 20], words=["Life", XSS, "first"], name=XSS)
+    write_run(logdir / "xss", steps=[10, 20], words=["Life", XSS, "first"], name=XSS, scalars=NEAR_ZERO)
     write_run(logdir / "old", steps=[], words=[], maps=False)
     with serve(logdir, logdir.parent / "server.log",
                lambda server: len(server.get_json("/data/plugin/attention_lab/runs")["runs"]) == 4,
@@ -56,11 +61,18 @@ def panel(index: int) -> str:
 
 
 def open_tab(browser: Chromium, tensorboard) -> list[dict]:
-    """The tab's own page (what TensorBoard puts in the tab's frame), with both panels showing maps."""
+    """The tab's own page (what TensorBoard puts in the tab's frame), with the two trained runs side by side
+    (it opens on the newest run, written by the fixture), both showing maps."""
     browser.navigate(f"{tensorboard.base_url}/data/plugin_entry.html?name=attention_lab")
     wait_for(browser, "document.body.dataset.ready === 'true'", "tab ready")
-    wait_for(browser, f"{panel(0)}.dataset.state === 'maps' && {panel(1)}.dataset.state === 'maps'", "maps")
-    return tensorboard.get_json("/data/plugin/attention_lab/runs")["runs"]
+    runs = sorted((r for r in tensorboard.get_json("/data/plugin/attention_lab/runs")["runs"]
+                   if r["run"].startswith(("solved/", "tiny/"))), key=lambda r: r["run"])  # solved, then tiny
+    browser.evaluate(f"(() => {{ const [a, b] = document.querySelectorAll('select.run-select');"
+                     f" a.value = {json.dumps(runs[0]['run'])}; b.value = {json.dumps(runs[1]['run'])};"
+                     " b.dispatchEvent(new Event('change')); })()")
+    wait_for(browser, f"{panel(0)}.dataset.run === {json.dumps(runs[0]['run'])} && {panel(0)}.dataset.state === 'maps'"
+                      f" && {panel(1)}.dataset.state === 'maps'", "maps")
+    return runs
 
 
 def no_dialogs_or_images(browser: Chromium) -> None:
@@ -82,7 +94,8 @@ def test_tab_is_listed_in_tensorboard(chromium, tensorboard):
             if (el.shadowRoot) stack.push(el.shadowRoot); } }
         return null; })()"""
     text = wait_for(chromium, find_frame, "tab frame")
-    assert "solved/tensorboard" in text and "Step" in text
+    runs = tensorboard.get_json("/data/plugin/attention_lab/runs")["runs"]
+    assert runs[0]["label"] in text and "Step" in text  # the newest run, by its readable name
     assert "attention" in chromium.evaluate("document.body.innerText").lower()
 
 
@@ -140,6 +153,7 @@ def test_hover_shows_words_and_weight_and_click_enlarges(chromium, tensorboard):
     data = tensorboard.get_json("/data/plugin/attention_lab/maps", run=runs[0]["run"])
     chromium.click(*chromium.center_of("section.panel button.mini-map[data-layer='1'][data-head='2']"))
     assert chromium.evaluate(f"{panel(0)}.querySelector('.detail-title').textContent") == "layer 1, head 2"
+    chromium.evaluate("document.querySelector('section.panel svg.heatmap.large').scrollIntoView({block: 'center'})")
     chromium.mouse("mouseMoved", *chromium.center_of("section.panel svg.heatmap.large rect[data-q='1'][data-k='2']"))
     words = data["key_words"]
     weight = data["weights"][1][2][1][2]
@@ -188,14 +202,18 @@ def choose_run(browser: Chromium, index: int, run: str) -> None:
 
 
 def test_xss_probe_and_run_name_stay_text_and_messages_replace_blank_panels(chromium, tensorboard):
-    runs = open_tab(chromium, tensorboard)
+    open_tab(chromium, tensorboard)
+    runs = tensorboard.get_json("/data/plugin/attention_lab/runs")["runs"]
     xss_run = next(r["run"] for r in runs if r["run"].startswith("xss/"))
     old_run = next(r["run"] for r in runs if not r["has_maps"])
     choose_run(chromium, 0, xss_run)
     choose_run(chromium, 1, old_run)
     wait_for(chromium, f"{panel(0)}.dataset.state === 'maps' && {panel(1)}.dataset.state === 'message'",
              "the XSS run's maps and the old run's message")
-    assert chromium.evaluate(f"{panel(0)}.querySelector('.run-name').textContent") == xss_run
+    assert chromium.evaluate(f"[{panel(0)}.querySelector('.run-name').textContent, "
+                             f"{panel(0)}.querySelector('.run-name').title]") == [f"{XSS} · xss", xss_run]
+    assert chromium.evaluate(f"[...{panel(0)}.querySelectorAll('td.score')].map(td => td.textContent)") == [
+        "0", "0.250", "0", "–"]  # -0.00004 and 0.0 print as 0, never -0.000
     assert XSS in chromium.evaluate(f"{panel(0)}.querySelector('.source').textContent")
     axis = chromium.evaluate(f"[...{panel(0)}.querySelectorAll('svg.heatmap.large text.axis-word')].map(t => t.textContent)")
     assert axis.count(XSS) == 2  # a row and a column
@@ -210,3 +228,127 @@ def test_xss_probe_and_run_name_stay_text_and_messages_replace_blank_panels(chro
     assert "no attention records" in chromium.evaluate(f"{panel(1)}.querySelector('.message').textContent")
     no_dialogs_or_images(chromium)
     assert "Traceback" not in tensorboard.log_path.read_text()
+
+
+# ---------------------------------------------------------------------------------------------- the first hour
+
+SECTION_TITLES = """(() => { const titles = [];
+    const walk = node => { for (const el of node.children) {
+        if (el.matches('span.category-name')) titles.push(el.textContent.trim());
+        if (el.shadowRoot) walk(el.shadowRoot);
+        walk(el); } };
+    walk(document); return titles; })()"""  # the Scalars tab's section titles, in page order
+
+
+@pytest.fixture(scope="module")
+def first_hour(chromium, request, tmp_path_factory):
+    """TensorBoard over a fresh default run (`python scripts/train.py`, nothing set but quiet output and where it
+    goes) beside an older run: what a new user sees first."""
+    from conftest import SINGLE_THREAD_ENV, run_train
+
+    logdir = tmp_path_factory.mktemp("first_hour")
+    shutil.copytree(request.getfixturevalue("tiny_trained_run"), logdir / "older")
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in SINGLE_THREAD_ENV.items():
+            mp.setenv(key, value)
+        run_train(logdir / "fresh", timeout=600)
+    with serve(logdir, logdir.parent / "first_hour_server.log",
+               lambda server: len(server.get_json("/data/plugin/attention_lab/runs")["runs"]) == 2,
+               "--load_fast=true") as server:
+        yield server
+
+
+def test_scalars_open_on_loss_and_accuracy(chromium, first_hour):
+    """The first section of the Scalars tab holds the run's loss and accuracy curves: the tags of the Custom Scalars
+    chart 'loss and accuracy', as the run recorded it."""
+    chromium.navigate(f"{first_hour.base_url}/#scalars")
+    titles = wait_for(chromium, SECTION_TITLES, "the Scalars tab's sections")
+    run = "fresh/tensorboard"
+    layout = first_hour.get_json("/data/plugin/custom_scalars/layout")
+    patterns = [p for category in layout["category"] for chart in category["chart"] for p in chart["multiline"]["tag"]]
+    logged = list(first_hour.get_json("/data/plugin/scalars/tags")[run])
+    curves = [tag for tag in logged if any(re.fullmatch(p, tag) for p in patterns)]
+    assert len(curves) >= 6, curves  # loss, token and sequence accuracy, for training and validation
+    assert [tag for tag in curves if not tag.startswith(titles[0] + "/")] == [], titles
+
+
+def test_the_tab_opens_on_the_newest_run_and_its_task_head(chromium, first_hour):
+    chromium.navigate(f"{first_hour.base_url}/data/plugin_entry.html?name=attention_lab")
+    wait_for(chromium, f"document.body.dataset.ready === 'true' && {panel(0)}.dataset.state === 'maps'", "maps")
+    runs = first_hour.get_json("/data/plugin/attention_lab/runs")["runs"]
+    assert [r["label"] for r in runs] == ["default settings · fresh", runs[1]["label"]]
+    assert runs[1]["label"].endswith(" · older") and runs[1]["label"] != runs[1]["run"]
+    assert chromium.evaluate(f"[{panel(0)}.dataset.run, {panel(0)}.querySelector('.run-name').textContent,"
+                             " document.querySelector('select.run-select').selectedOptions[0].textContent]") == [
+        "fresh/tensorboard", "default settings · fresh", "default settings · fresh"]
+    # the enlarged head and the head view: the run's best reverse head, an anti-diagonal head of layer 1
+    maps = first_hour.get_json("/data/plugin/attention_lab/maps", run="fresh/tensorboard")
+    scores = first_hour.get_json("/data/plugin/attention_lab/scores", run="fresh/tensorboard", step=str(maps["step"]))
+    focus = scores["focus"]
+    assert focus["kind"] == "reverse" and focus["layer"] == 1 and focus["score"] > 0.9
+    layer, head = focus["layer"], focus["head"]
+    assert chromium.evaluate(f"{panel(0)}.querySelector('.detail-title').textContent") == f"layer {layer}, head {head}"
+    assert chromium.evaluate(f"[...{panel(0)}.querySelectorAll('button.mini-map.selected')]"
+                             ".map(b => [+b.dataset.layer, +b.dataset.head])") == [[layer, head]]
+    assert f"layer {layer} of 2 · head {head} of 4" in chromium.evaluate(f"{panel(0)}.querySelector('.hv-status').textContent")
+    assert chromium.evaluate(f"[...new Set([...{panel(0)}.querySelectorAll('line.attn')].map(l => +l.dataset.head))]") == [head]
+    # every head of layer 1 reads the mirrored word: removing one costs nothing, and the tab says why
+    note = chromium.evaluate(f"{panel(0)}.querySelector('.redundancy').textContent")
+    assert scores["redundancy"] and note == f"{scores['redundancy']} Why: docs/tensorboard.md#redundant-heads"
+    assert "layer 1 heads 0, 1, 2, 3" in note
+    header = chromium.evaluate("document.querySelector('.tab-status').textContent")
+    assert "unless started with --samples_per_plugin=attention_lab=0, which keeps every step" in header
+    Path(first_hour.log_path.parent / "first_view.png").write_bytes(chromium.screenshot())
+    no_dialogs_or_images(chromium)
+
+
+def test_scores_and_maps_name_the_same_step(chromium, first_hour):
+    """The validation after step 200 (logged by Lightning at 199) beside the maps of step 200, both as step 200."""
+    chromium.navigate(f"{first_hour.base_url}/data/plugin_entry.html?name=attention_lab")
+    wait_for(chromium, f"document.body.dataset.ready === 'true' && {panel(0)}.dataset.state === 'maps'", "maps")
+    runs = first_hour.get_json("/data/plugin/attention_lab/runs")["runs"]
+    steps = [first_hour.get_json("/data/plugin/attention_lab/maps", run=r["run"])["steps"] for r in runs]
+    first = steps[0][0]
+    index = sorted(set(steps[0]) | set(steps[1])).index(first)  # the slider offers both runs' steps
+    chromium.evaluate(f"(() => {{ const s = document.querySelector('input.step-slider'); s.value = '{index}';"
+                      " s.dispatchEvent(new Event('input')); })()")
+    wait_for(chromium, f"{panel(0)}.dataset.step === '{first}' && {panel(0)}.dataset.state === 'maps'", "the first step")
+    captions = chromium.evaluate(f"[...{panel(0)}.querySelectorAll('table.score-grid caption')].map(c => c.textContent)")
+    assert captions and all(caption.endswith(f" · step {first}") for caption in captions), captions
+    assert chromium.evaluate(f"{panel(0)}.querySelector('.source').textContent").endswith(f"at step {first}")
+    logged = first_hour.get_json("/data/plugin/scalars/scalars", run="fresh/tensorboard", tag="val/loss")
+    assert first - 1 in [point[1] for point in logged]  # what the Scalars tab shows for the same validation
+
+
+def test_hover_text_follows_a_new_sentence(chromium, first_hour):
+    """The cursor rests on the last cell of the enlarged map while a shorter sentence is sent with Enter: its map
+    no longer reaches the cursor, so the line under the maps goes back to the hint instead of keeping the probe's
+    words (no mouseleave comes from a map taken out of the page)."""
+    # tall enough to show the whole panel unscrolled: a page that shrinks under a scrolled view would scroll it
+    chromium.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 2000, "deviceScaleFactor": 1,
+                                                         "mobile": False})
+    try:
+        chromium.navigate(f"{first_hour.base_url}/data/plugin_entry.html?name=attention_lab")
+        wait_for(chromium, f"document.body.dataset.ready === 'true' && {panel(0)}.dataset.state === 'maps'", "maps")
+        probe_words = first_hour.get_json("/data/plugin/attention_lab/maps", run="fresh/tensorboard")["key_words"]
+        text = " ".join(probe_words[:3])  # known words: no note above the maps
+        chromium.click(*chromium.center_of("input.sentence-input"))
+        chromium.send("Input.insertText", {"text": text})  # typed, not sent yet
+        last = len(probe_words) - 1
+        cell = f"{panel(0)}.querySelector('svg.heatmap.large rect[data-q=\"{last}\"][data-k=\"{last}\"]')"
+        x, y = chromium.evaluate(f"(() => {{ const r = {cell}.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()")
+        chromium.mouse("mouseMoved", x, y)
+        hovered = chromium.evaluate(f"{panel(0)}.querySelector('.hover-info').textContent")
+        assert f"query “{probe_words[last]}” → key “{probe_words[last]}”" in hovered
+        scrolled = chromium.evaluate("scrollY")
+        for kind in ("keyDown", "keyUp"):
+            chromium.send("Input.dispatchKeyEvent", {"type": kind, "key": "Enter", "code": "Enter",
+                                                     "windowsVirtualKeyCode": 13, **({"text": "\r"} if kind == "keyDown" else {})})
+        wait_for(chromium, f"{panel(0)}.querySelector('.source').textContent.startsWith('your sentence')"
+                           f" && {panel(0)}.dataset.state === 'maps'", "the sentence's maps")
+        assert chromium.evaluate("scrollY") == scrolled  # the cursor stayed where it was on the page
+        assert chromium.evaluate(f"document.elementFromPoint({x}, {y}).matches('rect.cell')") is False
+        assert chromium.evaluate(f"{panel(0)}.querySelector('.hover-info').textContent") == "hover a cell for its words and weight"
+    finally:
+        chromium.send("Emulation.clearDeviceMetricsOverride")
+    no_dialogs_or_images(chromium)

@@ -279,3 +279,42 @@ def test_description_names_the_run_settings(module_and_files):
     expected = (f"variant={cfg.model.name} heads={cfg.heads} d_model={cfg.d_model} layers={cfg.layers} "
                 f"mask={cfg.mask} position={cfg.position} block={cfg.block.name} task={cfg.task.name}")
     assert expected in line and line.endswith(f"· {files.checkpoint.name}")
+
+
+def test_the_head_view_opens_on_the_head_scoring_highest_on_the_tasks_kind(tmp_path):
+    """As the attention tab opens: the task's kind (reverse) decides, from the final validation in metrics.json."""
+    from omegaconf import OmegaConf
+
+    from attention_lab.review.html_view import render_html
+    from attention_lab.review.maps import RunFiles
+    from attention_lab.review.visualize import opening_head
+
+    metrics = {"head_score/reverse/layer0/head1": 0.4, "head_score/reverse/layer1/head2": 0.97,
+               "head_score/reverse/layer1/head0": 0.95, "head_score/self/layer0/head0": 0.99,
+               "head_score/reverse/layer1/head3": "not a number", "steps_to_solve": None}
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    files = RunFiles(tmp_path, tmp_path / "last.ckpt", OmegaConf.create({"task": {"name": "reverse"}}))
+    opening = opening_head(files)
+    assert opening == {"kind": "reverse", "layer": 1, "head": 2, "score": 0.97}
+    assert opening_head(RunFiles(tmp_path, tmp_path / "last.ckpt", None)) is None  # no config: no task, no kind
+    maps = two_word_maps()
+    page = render_html(maps, opening=opening)
+    assert '"initial": {"layer": 1, "head": 2}' in page
+    assert "Opens on layer 1, head 2: the head scoring highest on reverse (0.97)" in page
+    assert '"initial": null' in render_html(maps) and '<p class="opening"></p>' in render_html(maps)
+
+
+def two_word_maps():
+    from attention_lab.review.attention_maps import AttentionMaps
+
+    weights = [np.full((4, 2, 2), 0.5) for _ in range(2)]
+    return AttentionMaps("a b", ["a", "b"], ["a", "b"], ["b", "a"], weights)
+
+
+def test_visualize_opens_on_the_runs_best_reverse_head(tiny_trained_run, tmp_path):
+    from attention_lab.head_metrics import best_head, score_grid
+
+    result = visualize(tiny_trained_run, "Life is short", out=tmp_path)
+    grid = score_grid(json.loads((tiny_trained_run / "metrics.json").read_text()), "reverse")
+    layer, head = best_head(grid)
+    assert f'"initial": {{"layer": {layer}, "head": {head}}}' in result["html"].read_text()

@@ -95,6 +95,17 @@ def score_grid(metrics: Mapping[str, float], kind: str) -> list[list[float]] | N
     return grid(metrics, score_family(kind))
 
 
+def best_head(cells: list[list[float | None]]) -> tuple[int, int] | None:
+    """(layer, head) of the highest value of a layers x heads grid (None and NaN cells left out; the first
+    such head on a tie), or None when no cell holds a number."""
+    found = [(value, -layer, -head) for layer, row in enumerate(cells) for head, value in enumerate(row)
+             if value is not None and not math.isnan(value)]
+    if not found:
+        return None
+    _, layer, head = max(found)
+    return -layer, -head
+
+
 def layer_values(metrics: Mapping[str, float], family: str) -> dict[int, float]:
     """The whole-layer values of one family: layer -> value."""
     values = {}

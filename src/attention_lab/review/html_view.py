@@ -51,12 +51,15 @@ _TEMPLATE = """<!DOCTYPE html>
   #tooltip { position: fixed; pointer-events: none; background: rgba(30, 30, 30, 0.9); color: #fff;
              font-size: 12px; padding: 3px 7px; border-radius: 3px; white-space: nowrap; }
   .help { font-size: 12px; color: #777; max-width: 720px; }
+  .opening { font-size: 13px; color: #444; margin: 0 0 10px; }
+  .opening:empty { display: none; }
 </style>
 </head>
 <body>
 <h1>Attention head view</h1>
 <p class="sentence">__SENTENCE__</p>
 <p class="run">__DESCRIPTION__</p>
+<p class="opening">__OPENING__</p>
 <div id="controls">
   <label>Layer <select id="layer" aria-label="layer"></select></label>
   <span>Head</span><span id="heads"></span>
@@ -75,7 +78,7 @@ const DATA = JSON.parse(document.getElementById("attention-data").textContent);
 mountHeadView({ layerSelect: document.getElementById("layer"), heads: document.getElementById("heads"),
                 allHeads: document.getElementById("all-heads"), status: document.getElementById("status"),
                 svg: document.getElementById("view"), tooltip: document.getElementById("tooltip") },
-              DATA, { useHash: true });
+              DATA, { useHash: true, initial: DATA.initial });
 document.body.dataset.ready = "true";
 </script>
 </body>
@@ -96,7 +99,15 @@ def head_view_script() -> str:
     return script
 
 
-def render_html(maps: AttentionMaps, *, decimals: int = 4) -> str:
+def opening_line(opening: dict | None) -> str:
+    if opening is None:
+        return ""
+    return (f"Opens on layer {opening['layer']}, head {opening['head']}: the head scoring highest on "
+            f"{opening['kind']} ({opening['score']:.2f}) in the run's final validation.")
+
+
+def render_html(maps: AttentionMaps, *, decimals: int = 4, opening: dict | None = None) -> str:
+    """The page; ``opening``: {kind, layer, head, score} of the head to show first (else layer 0, head 0)."""
     data = {
         "text": maps.text,
         "query_words": maps.query_words,
@@ -106,14 +117,16 @@ def render_html(maps: AttentionMaps, *, decimals: int = 4) -> str:
         # weights[layer][head][query][key], rounded: the page stays small, lines are drawn from these
         "weights": [[[[round(float(w), decimals) for w in row] for row in head] for head in layer]
                     for layer in maps.weights],
+        "initial": None if opening is None else {"layer": opening["layer"], "head": opening["head"]},
     }
     sentence = f"input “{' '.join(maps.words)}”  →  prediction “{' '.join(maps.predictions)}”"
     values = {"TITLE": html.escape(maps.text), "SENTENCE": html.escape(sentence),
-              "DESCRIPTION": html.escape(maps.description), "DATA": _json_for_script(data),
-              "HEAD_VIEW_JS": head_view_script()}
-    return re.sub(r"__(TITLE|SENTENCE|DESCRIPTION|DATA|HEAD_VIEW_JS)__", lambda m: values[m.group(1)], _TEMPLATE)
+              "DESCRIPTION": html.escape(maps.description), "OPENING": html.escape(opening_line(opening)),
+              "DATA": _json_for_script(data), "HEAD_VIEW_JS": head_view_script()}
+    return re.sub(r"__(TITLE|SENTENCE|DESCRIPTION|OPENING|DATA|HEAD_VIEW_JS)__", lambda m: values[m.group(1)],
+                  _TEMPLATE)
 
 
-def write_html(maps: AttentionMaps, path: Path) -> Path:
-    path.write_text(render_html(maps), encoding="utf-8")
+def write_html(maps: AttentionMaps, path: Path, opening: dict | None = None) -> Path:
+    path.write_text(render_html(maps, opening=opening), encoding="utf-8")
     return path

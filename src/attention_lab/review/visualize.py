@@ -13,13 +13,15 @@ from typing import Any
 from omegaconf.errors import OmegaConfBaseException
 
 from attention_lab.data.probe import EXAMPLE_TEXT, task_probe
+from attention_lab.data.tasks import task_head_score_kind
 from attention_lab.errors import ConfigError
+from attention_lab.head_metrics import best_head, score_grid
 from attention_lab.review.attention_maps import AttentionMaps
 from attention_lab.review.cli import ReviewError, output_dir
 from attention_lab.review.grid import grid_figure, save_grid_png
 from attention_lab.review.html_view import write_html
-from attention_lab.review.maps import compute_maps, describe_run, find_run, load_module
-from attention_lab.run.files import tensorboard_dir
+from attention_lab.review.maps import RunFiles, compute_maps, describe_run, find_run, load_module
+from attention_lab.run.files import METRICS, read_json, tensorboard_dir
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,20 @@ def run_probe(config: Mapping[str, Any]) -> str:
     except (ConfigError, OmegaConfBaseException) as error:
         log.warning("warning: the run's task probe cannot be rebuilt (%s); showing %r instead", error, EXAMPLE_TEXT)
         return EXAMPLE_TEXT
+
+
+def opening_head(files: RunFiles) -> dict[str, Any] | None:
+    """The head the HTML head view opens on, as the attention tab opens: the one scoring highest on the run's task
+    kind in its final validation (metrics.json); None for a task without a kind or a run without those scores."""
+    kind = task_head_score_kind(files.config.get("task")) if files.config is not None else None
+    numbers = {name: value for name, value in read_json(files.run_dir / METRICS).items()
+               if isinstance(value, (int, float)) and not isinstance(value, bool)}
+    cells = score_grid(numbers, kind) if kind else None
+    found = best_head(cells) if cells else None
+    if found is None:
+        return None
+    layer, head = found
+    return {"kind": kind, "layer": layer, "head": head, "score": cells[layer][head]}
 
 
 def slugify(text: str, max_len: int = 40) -> str:
@@ -85,7 +101,7 @@ def visualize(run: str | Path, text: str | None = None, *, out: str | Path | Non
     stem = unique_stem(out_dir, text)
     try:
         result: dict[str, Any] = {"maps": maps, "step": step, "checkpoint": files.checkpoint, "png": save_grid_png(maps, out_dir / f"{stem}.png"),
-                                  "html": write_html(maps, out_dir / f"{stem}.html")}
+                                  "html": write_html(maps, out_dir / f"{stem}.html", opening_head(files))}
     except OSError as err:  # e.g. the disk filled up after the check
         raise ReviewError(f"cannot write the maps in {out_dir} ({err.strerror or type(err).__name__}): "
                           "choose another directory with --out DIR") from None

@@ -1,7 +1,8 @@
 """The ``TBPlugin`` behind TensorBoard's attention tab (entry point ``tensorboard_plugins`` in pyproject.toml).
 
 Routes, under ``/data/plugin/attention_lab/``: the page's modules and style (all shipped in the package: the
-tab works offline), ``runs``, ``maps?run=&step=``, ``scores?run=&step=`` and ``sentence?run=&text=``. Every
+tab works offline), ``runs``, ``maps?run=&step=``, ``scores?run=&step=`` (with the head to open on and the
+redundant heads, :mod:`~attention_lab.tensorboard_plugin.focus`) and ``sentence?run=&text=``. Every
 response goes through TensorBoard's ``http_util.Respond`` (``X-Content-Type-Options: nosniff``); a request
 that cannot be answered gets JSON ``{"error": "<one line>"}`` for the tab to print, never a traceback.
 """
@@ -16,6 +17,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
+from attention_lab.tensorboard_plugin.focus import annotate, task_kind
 from attention_lab.tensorboard_plugin.run_data import NoMaps, Source
 from attention_lab.tensorboard_plugin.sentence import SentenceError, SentenceModels
 from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME
@@ -65,7 +67,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     def __init__(self, context: base_plugin.TBContext) -> None:
         self.data_provider = context.data_provider
-        self.sentences = SentenceModels(context.logdir or "")
+        self.logdir = context.logdir or ""
+        self.sentences = SentenceModels(self.logdir)
 
     def is_active(self) -> bool:
         # Listed with any logdir: runs without records get a message in the tab, not a missing tab.
@@ -125,8 +128,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     def serve_scores(self, request):
         def compute():
-            step = step_argument(request)
-            return {"grids": self.source(request).scores(self.known_run(request), 2**62 if step is None else step)}
+            step, run = step_argument(request), self.known_run(request)
+            grids = self.source(request).scores(run, 2**62 if step is None else step)
+            return annotate(grids, step, task_kind(self.logdir, run))
 
         return self.answer(request, compute)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from tensorboard.data import provider as data_provider
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 
+from attention_lab.tensorboard_plugin.run_names import run_label
 from attention_lab.tensorboard_plugin.scores import grids_at, parse_tag
 from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME, PROBE_TAG, RecordError, WordLayout, check_weights
 
@@ -35,11 +36,14 @@ class Source:
     experiment: str
 
     def runs(self) -> list[dict]:
-        """Every run, with whether it holds attention records (runs with them first, then by name)."""
-        names = {run.run_name for run in self.provider.list_runs(self.ctx, experiment_id=self.experiment)}
+        """Every run, with whether it holds attention records and a readable label: runs with records first,
+        each group newest first (by the time of the run's first event), then by name."""
+        started = {run.run_name: run.start_time or 0.0
+                   for run in self.provider.list_runs(self.ctx, experiment_id=self.experiment)}
         with_maps = set(self.provider.list_tensors(self.ctx, experiment_id=self.experiment, plugin_name=PLUGIN_NAME))
-        return [{"run": name, "has_maps": name in with_maps, "message": None if name in with_maps else NO_RECORDS}
-                for name in sorted(names, key=lambda name: (name not in with_maps, name))]
+        order = sorted(started, key=lambda name: (name not in with_maps, -started[name], name))
+        return [{"run": name, "label": run_label(name), "start_time": started[name], "has_maps": name in with_maps,
+                 "message": None if name in with_maps else NO_RECORDS} for name in order]
 
     def known_run(self, run: str) -> bool:
         return any(r.run_name == run for r in self.provider.list_runs(self.ctx, experiment_id=self.experiment))

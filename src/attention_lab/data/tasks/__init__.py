@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
+from typing import Any
 
 from attention_lab.data.tasks.base import TASK_REGISTRY, Pairs, Task, register_task
 from attention_lab.errors import ConfigError
@@ -20,4 +22,16 @@ def build_task(name: str) -> Task:
     return TASK_REGISTRY[name]()
 
 
-__all__ = ["TASK_REGISTRY", "Pairs", "Task", "build_task", "register_task"]
+def task_head_score_kind(task: Mapping[str, Any]) -> str | None:
+    """The head-score kind of a run's ``task`` config (as saved with the run), or None: a task without one, or a
+    record this lab did not write."""
+    cls = TASK_REGISTRY.get(task.get("name")) if isinstance(task, Mapping) else None
+    if cls is None:
+        return None
+    try:
+        return cls().head_score_kind(task)
+    except (AttributeError, KeyError):  # a saved config without the setting the task reads
+        return None
+
+
+__all__ = ["TASK_REGISTRY", "Pairs", "Task", "build_task", "register_task", "task_head_score_kind"]

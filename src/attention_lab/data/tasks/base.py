@@ -29,6 +29,11 @@ def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
 class Task:
     name = ""
 
+    def head_score_kind(self, config: TaskConfig) -> str | None:
+        """The head score (a kind of :data:`attention_lab.head_scores.HEAD_SCORE_KINDS`) whose pattern solves this
+        task, if one does: the head the attention tab and the HTML head view open on. None: no single pattern."""
+        return None
+
     def check(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> None:
         """Raise ConfigError when the corpus cannot give the requested data (cheap: builds nothing)."""
 

@@ -14,6 +14,10 @@ from attention_lab.errors import ConfigError
 
 @register_task("copy")
 class CopyTask(SequenceTransformTask):
+    def head_score_kind(self, config: TaskConfig) -> str | None:
+        # each output reads the word `delay` places back: itself, the previous word, or no pattern a kind names
+        return {0: "self", 1: "previous_token"}.get(config.delay)
+
     def check(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> None:
         if isinstance(config.delay, bool) or not isinstance(config.delay, int) or not 0 <= config.delay < config.min_len:
             raise ConfigError(f"task.delay={config.delay} is invalid: use 0 (plain copy) up to task.min_len - 1 = "

@@ -19,6 +19,9 @@ from attention_lab.errors import ConfigError
 
 @register_task("induction")
 class InductionTask(Task):
+    def head_score_kind(self, config: TaskConfig) -> str:
+        return "induction"
+
     @staticmethod
     def sequence_lengths(config: TaskConfig) -> range:
         """Words in the random sequence: each input holds it twice."""

@@ -19,6 +19,9 @@ from attention_lab.errors import ConfigError
 
 @register_task("recall")
 class RecallTask(Task):
+    def head_score_kind(self, config: TaskConfig) -> str:
+        return "induction"  # a query reads the word after its key's earlier occurrence: the induction pattern
+
     @staticmethod
     def length(config: TaskConfig) -> int:
         return 2 * config.pairs + config.queries

@@ -6,5 +6,8 @@ from attention_lab.data.tasks.base import SequenceTransformTask, register_task
 
 @register_task("reverse")
 class ReverseTask(SequenceTransformTask):
+    def head_score_kind(self, config: TaskConfig) -> str:
+        return "reverse"  # each output reads its mirrored input: the anti-diagonal
+
     def transform(self, ids: list[int], config: TaskConfig) -> list[int]:
         return ids[::-1]

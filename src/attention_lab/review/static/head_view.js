@@ -27,11 +27,15 @@ function clampInt(value, lo, hi, fallback) {
 // parts: {layerSelect, heads, allHeads, status, svg, tooltip}, elements the host page owns.
 // data: {query_words, key_words, query_axis, weights[layer][head][query][key]}.
 // options.useHash: the address keeps the view (#layer=1&head=2), as on the offline page.
+// options.initial: {layer, head} to open on (the head scoring highest on the run's task kind); the address wins.
 export function mountHeadView(parts, data, options = {}) {
-  const state = { layer: 0, heads: [0], hover: null };
+  const start = options.initial || { layer: 0, head: 0 };
+  const state = { layer: start.layer, heads: [start.head], hover: null };
   let layout = null;  // x positions of the two columns, set by render()
   const svg = parts.svg;
   const counts = () => ({ layers: data.weights.length, heads: data.weights[0].length });
+  state.layer = Math.min(Math.max(0, state.layer), counts().layers - 1);
+  if (!(state.heads[0] >= 0 && state.heads[0] < counts().heads)) state.heads = [0];
 
   function readHash() {
     const { layers, heads } = counts();
@@ -91,6 +95,7 @@ export function mountHeadView(parts, data, options = {}) {
       " · line opacity = attention weight";
 
     svg.replaceChildren();
+    hideTooltip();  // its line is gone: a tooltip left up would describe the weights drawn before
     const leftW = textWidth(data.query_words), rightW = textWidth(data.key_words);
     const labelW = LABEL * Math.max(1, state.heads.length);
     const xLeft = PAD + labelW + leftW, xRight = xLeft + GAP;

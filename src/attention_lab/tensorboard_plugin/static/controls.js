@@ -12,7 +12,11 @@ function runPicker(label, runs, chosen, allowNone) {
   const wrap = element("label", "run-picker", label + " ");
   const select = element("select", "run-select");
   if (allowNone) select.appendChild(new Option("(none)", ""));
-  for (const run of runs) select.appendChild(new Option(run.run + (run.has_maps ? "" : "  (no maps)"), run.run));
+  for (const run of runs) {
+    const option = new Option(run.label + (run.has_maps ? "" : "  (no maps)"), run.run);
+    option.title = run.run;  // TensorBoard's name for it: the path under the log directory
+    select.appendChild(option);
+  }
   select.value = chosen || "";
   wrap.appendChild(select);
   return { wrap, select };

@@ -47,7 +47,7 @@ export function heatmap(data, layer, head, options) {
     const q = event.target.getAttribute("data-q");
     if (q === null) return;
     const k = Number(event.target.getAttribute("data-k"));
-    options.onHover({ layer, head, query: data.query_words[Number(q)], key: data.key_words[k],
+    options.onHover({ layer, head, q: Number(q), k, query: data.query_words[Number(q)], key: data.key_words[k],
       weight: weights[Number(q)][k] }, event);
   });
   cells.addEventListener("mouseleave", () => options.onLeave());

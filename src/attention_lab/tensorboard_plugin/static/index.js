@@ -41,6 +41,7 @@ export async function render() {
     document.body.dataset.ready = "true";
     return;
   }
+  // /runs lists the runs with maps first, newest first: the tab opens on the newest run, the one before it beside it
   const withMaps = runs.filter(r => r.has_maps).map(r => r.run);
   const chosen = [withMaps[0] || runs[0].run, withMaps[1] || null];
   const panels = document.createElement("div");
@@ -49,7 +50,7 @@ export async function render() {
   let sentence = null;
 
   async function showRuns(first, second) {
-    current = [first, second].filter(Boolean).map(run => createPanel(run, { get }));
+    current = [first, second].filter(Boolean).map(run => createPanel(runs.find(r => r.run === run), { get }));
     panels.replaceChildren(...current.map(p => p.root));
     const steps = new Set((await Promise.all(current.map(p => p.load()))).flat());
     controls.setSteps([...steps].sort((a, b) => a - b));
@@ -65,9 +66,12 @@ export async function render() {
   });
   const flag = document.createElement("code");
   flag.textContent = "--samples_per_plugin=attention_lab=0";
+  const script = document.createElement("code");
+  script.textContent = "python scripts/start_tensorboard.py";
   status.replaceChildren("Attention of the probe sentence at every logged step, or of any sentence through the " +
     "run's checkpoint. Click a small map to enlarge it; hover a cell for its words and weight. Missing steps? " +
-    "TensorBoard's Python loader (--load_fast=false) keeps 10 per run unless started with ", flag, ".");
+    "TensorBoard keeps 100 logged steps a run (10 with --load_fast=false) unless started with ", flag,
+    ", which keeps every step with either loader; ", script, " starts it so.");
   document.body.append(controls.bar, panels);
   await showRuns(chosen[0], chosen[1]);
   document.body.dataset.ready = "true";

@@ -1,6 +1,7 @@
 // One run in the tab: its maps at the chosen step (or for the sentence of the text box), one head enlarged
-// with its head view, and its head scores and ablation drops. The panel's data-state says what it shows
-// ("loading", "maps", "message"), and data-step which logged step.
+// with its head view, and its head scores and ablation drops. Until a map is clicked, the enlarged head is the
+// one scoring highest on the run's task kind (the scores route's focus). The panel's data-state says what it
+// shows ("loading", "maps", "message"), and data-step which logged step.
 
 import { mountHeadView } from "./head_view.js";
 import { describeCell, heatmap, mapsGrid } from "./heatmaps.js";
@@ -13,12 +14,14 @@ function element(tag, className, text) {
   return node;
 }
 
-// api: {get(route, params) -> Promise<{ok, data}>}, as index.js makes it
-export function createPanel(run, api) {
+// run: an entry of /runs ({run, label}); api: {get(route, params) -> Promise<{ok, data}>}, as index.js makes it
+export function createPanel(entry, api) {
+  const run = entry.run;
   const root = element("section", "panel");
   root.dataset.run = run;
   root.dataset.state = "loading";
-  const title = element("h3", "run-name", run);
+  const title = element("h3", "run-name", entry.label);
+  title.title = run;  // TensorBoard's name for it
   const message = element("p", "message");
   message.setAttribute("role", "status");
   const source = element("p", "source");
@@ -51,16 +54,40 @@ export function createPanel(run, api) {
   body.append(source, hoverInfo, overview, detail, tooltip);
   root.append(title, message, body);
 
-  const state = { steps: [], data: null, sentence: null, selected: { layer: 0, head: 0 }, request: 0,
-                  cache: new Map(), headView: null, runMessage: "" };  // runMessage: why the run has no maps
+  // chosen: a map was clicked (the focus no longer moves the enlarged head); pointer: where the cursor last
+  // hovered a cell
+  const state = { steps: [], data: null, sentence: null, selected: { layer: 0, head: 0 }, chosen: false,
+                  pointer: null, request: 0, cache: new Map(), headView: null, runMessage: "" };
 
   function say(text) {
     message.textContent = text || "";
     message.hidden = !text;
   }
 
-  function hover(info) { hoverInfo.textContent = describeCell(info); }
-  function unhover() { hoverInfo.textContent = "hover a cell for its words and weight"; }
+  function hover(info, event) {
+    state.pointer = event ? { x: event.clientX, y: event.clientY } : state.pointer;
+    hoverInfo.textContent = describeCell(info);
+  }
+  function unhover() { state.pointer = null; hoverInfo.textContent = "hover a cell for its words and weight"; }
+
+  // New maps (a step, a sentence) are drawn under a cursor that may rest on a cell (the sentence sent with
+  // Enter): the line describes the new cell under it, or goes back to the hint, never the words drawn before.
+  function rehover(data) {
+    const at = state.pointer && document.elementFromPoint(state.pointer.x, state.pointer.y);
+    const map = at && at.matches("rect.cell") && root.contains(at) ? at.closest("svg.heatmap") : null;
+    if (!map) { unhover(); return; }
+    const layer = Number(map.dataset.layer), head = Number(map.dataset.head);
+    const q = Number(at.dataset.q), k = Number(at.dataset.k);
+    hover({ layer, head, q, k, query: data.query_words[q], key: data.key_words[k], weight: data.weights[layer][head][q][k] });
+  }
+
+  // The head the run's scores point at, enlarged until the user clicks a map.
+  function applyFocus(focus) {
+    if (state.chosen || !focus) return false;
+    const changed = focus.layer !== state.selected.layer || focus.head !== state.selected.head;
+    state.selected = { layer: focus.layer, head: focus.head };
+    return changed;
+  }
 
   function draw() {
     const data = state.sentence || state.data;
@@ -74,21 +101,24 @@ export function createPanel(run, api) {
         "” (" + state.sentence.checkpoint + ", step " + state.sentence.step + ")"
       : "probe “" + data.key_words.join(" ") + "” at step " + data.step;
     grid.replaceChildren(mapsGrid(data, { selected: state.selected, onHover: hover, onLeave: unhover,
-      onSelect: (layer, head) => { state.selected = { layer, head }; draw(); state.headView.show(layer, [head]); } }));
+      onSelect: (layer, head) => {
+        state.selected = { layer, head }; state.chosen = true; draw(); state.headView.show(layer, [head]);
+      } }));
     const { layer, head } = state.selected;
     detailTitle.textContent = "layer " + layer + ", head " + head;
     const size = Math.max(data.query_words.length, data.key_words.length);
     enlarged.replaceChildren(heatmap(data, layer, head, { cell: Math.max(14, Math.min(34, Math.floor(300 / size))),
       labels: true, onHover: hover, onLeave: unhover }));
+    rehover(data);
     const viewData = { query_words: data.query_words, key_words: data.key_words, query_axis: data.query_axis,
                        weights: data.weights };
     if (state.headView) state.headView.setData(viewData);
-    else state.headView = mountHeadView({ layerSelect, heads, allHeads, status: hvStatus, svg, tooltip }, viewData);
+    else state.headView = mountHeadView({ layerSelect, heads, allHeads, status: hvStatus, svg, tooltip }, viewData,
+                                        { initial: state.selected });
   }
 
-  async function loadScores(step) {
-    const reply = await api.get("scores", { run, step });
-    scores.replaceChildren(reply.ok ? scoresView(reply.data.grids) : element("p", "note", reply.data.error));
+  function showScores(reply) {
+    scores.replaceChildren(reply.ok ? scoresView(reply.data) : element("p", "note", reply.data.error));
   }
 
   async function fetchStep(step) {
@@ -118,15 +148,17 @@ export function createPanel(run, api) {
       const logged = [...state.steps].reverse().find(s => s <= step) ?? state.steps[0];
       const request = ++state.request;
       root.dataset.state = "loading";
-      const reply = await fetchStep(logged);
+      // the scores of the same step, asked for at once: they say which head to enlarge before the maps are drawn
+      const [reply, scoresReply] = await Promise.all([fetchStep(logged), api.get("scores", { run, step: logged })]);
       if (request !== state.request) return;  // a newer step was asked for meanwhile
       if (!reply.ok) { say(reply.data.error); root.dataset.state = "message"; return; }
       state.data = reply.data;
       if (!state.sentence)  // the sentence's notes stay while its maps are shown
         say(logged > step ? "no maps at or before step " + step + ": showing the first logged step" : "");
+      const refocus = scoresReply.ok && applyFocus(scoresReply.data.focus);
+      showScores(scoresReply);  // first: the maps below it are drawn where they will stay (see rehover)
       draw();
-      await loadScores(reply.data.step);
-      if (request !== state.request) return;
+      if (refocus) state.headView.show(state.selected.layer, [state.selected.head]);
       root.dataset.step = reply.data.step;
       root.dataset.state = "maps";
     },

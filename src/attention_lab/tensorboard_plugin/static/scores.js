@@ -10,6 +10,12 @@ function ablationColor(value, scale) {  // white at 0, red for a larger harm, bl
   return value >= 0 ? "rgb(255," + fade(60) + "," + fade(60) + ")" : "rgb(" + fade(60) + "," + fade(110) + ",255)";
 }
 
+// A value to `decimals` places; one that rounds to zero prints as 0 (never -0.000).
+export function formatValue(value, decimals) {
+  const text = value.toFixed(decimals);
+  return Number(text) === 0 ? "0" : text;
+}
+
 function scoreTable(grid) {
   const ablation = grid.family.startsWith("ablation/");
   const values = [...grid.cells.flat(), ...grid.whole_layer].filter(v => v !== null);
@@ -19,7 +25,8 @@ function scoreTable(grid) {
   table.dataset.family = grid.family;
   const caption = table.createCaption();
   caption.textContent = grid.family + " · step " + grid.step;
-  caption.title = grid.description;
+  caption.title = grid.description + (grid.logged_step !== undefined && grid.logged_step !== grid.step
+    ? " (the validation after step " + grid.step + ", which Lightning logs at step " + grid.logged_step + ")" : "");
   const heads = grid.cells.length ? grid.cells[0].length : 0;
   const withLayer = grid.whole_layer.some(v => v !== null);
   const header = table.createTHead().insertRow();
@@ -36,7 +43,7 @@ function scoreTable(grid) {
       td.className = "score";
       td.dataset.layer = layer;
       td.dataset.head = h < heads ? h : "all";
-      td.textContent = value === null ? "–" : value.toFixed(ablation ? 3 : 2);
+      td.textContent = value === null ? "–" : formatValue(value, ablation ? 3 : 2);
       td.style.background = ablation ? ablationColor(value, scale) : (value === null ? "#eee" : weightColor(value));
       td.style.color = !ablation && value !== null && value < 0.6 ? "#fff" : "#222";
     });
@@ -44,10 +51,24 @@ function scoreTable(grid) {
   return table;
 }
 
-// grids: what /scores returns; an empty list says so.
-export function scoresView(grids) {
+// The line where scores and ablations disagree, naming the docs section that explains it. reply: what /scores returns.
+function redundancyNote(reply) {
+  const note = document.createElement("p");
+  note.className = "redundancy";
+  note.setAttribute("role", "note");
+  const docs = document.createElement("code");
+  docs.className = "docs-link";
+  docs.textContent = reply.redundancy_docs;
+  note.append(reply.redundancy + " Why: ", docs);
+  return note;
+}
+
+// reply: what /scores returns (grids, and the redundancy line when there is one); no grids: a note says so.
+export function scoresView(reply) {
+  const grids = reply.grids;
   const box = document.createElement("div");
   box.className = "scores";
+  if (reply.redundancy) box.appendChild(redundancyNote(reply));
   if (!grids.length) {
     box.appendChild(Object.assign(document.createElement("p"), { className: "note",
       textContent: "no head scores or ablation drops logged at or before this step" }));
