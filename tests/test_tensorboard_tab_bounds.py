@@ -5,6 +5,7 @@ or with torch.save, and called through the plugin's WSGI app."""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tab_runs import write_run
 from test_tensorboard_tab import client_for, get
 
 CONCURRENT = 100
@@ -63,3 +65,193 @@ def client_for_app(client):
     from werkzeug import wrappers
 
     return werkzeug_test.Client(client.application, wrappers.Response)
+
+
+# ------------------------------------------------------------------------------------------- event files
+
+def strict_json(response) -> dict:
+    """The answer as JSON that a browser's JSON.parse accepts (no NaN or Infinity), and a JSON answer at all."""
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    assert response.mimetype == "application/json", response.get_data()[:200]
+    return json.loads(response.get_data(as_text=True), parse_constant=refuse)
+
+
+def write_probe(run_dir: Path, words: list[str], tensor) -> Path:
+    """One probe record holding ``tensor`` (a TensorProto), written with TensorBoard's public event writer, as
+    the lab's callback writes it."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from attention_lab.tensorboard_plugin.summary import PROBE_TAG, WordLayout, summary_metadata
+
+    folder = run_dir / "tensorboard" / "version_0"
+    writer = EventFileWriter(str(folder), filename_suffix=".attention")
+    value = summary_pb2.Summary.Value(tag=PROBE_TAG, metadata=summary_metadata(WordLayout(words, words)),
+                                      tensor=tensor)
+    writer.add_event(event_pb2.Event(step=1, wall_time=1.0, summary=summary_pb2.Summary(value=[value])))
+    writer.close()
+    return folder
+
+
+def one_value(shape: tuple[int, ...]):
+    """A float16 tensor that declares ``shape`` and holds one value: TensorBoard repeats it to fill the shape."""
+    from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2, types_pb2
+
+    dims = [tensor_shape_pb2.TensorShapeProto.Dim(size=size) for size in shape]
+    return tensor_pb2.TensorProto(dtype=types_pb2.DT_HALF, tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=dims),
+                                  half_val=[int(np.float16(0.5).view(np.uint16))])
+
+
+WIDE = [f"w{i}" for i in range(1000)]
+PAYLOADS = {
+    "terabytes": (["Life"], one_value((1000, 1000, 1000, 1000))),  # 10**12 float16 from a few hundred bytes
+    "wide": (WIDE, one_value((1, 1, len(WIDE), len(WIDE)))),  # a million weights: megabytes of JSON to draw
+    "text": (["x"], None),  # a string tensor of the right shape
+}
+
+
+@pytest.mark.parametrize("payload", list(PAYLOADS))
+def test_an_event_file_cannot_make_the_tab_allocate(tmp_path, payload):
+    import tracemalloc
+
+    from tensorboard.util import tensor_util
+
+    words, tensor = PAYLOADS[payload]
+    if tensor is None:
+        tensor = tensor_util.make_tensor_proto(np.array([b"x"], dtype=object).reshape(1, 1, 1, 1))
+    folder = write_probe(tmp_path / "crafted", words, tensor)
+    assert sum(f.stat().st_size for f in folder.iterdir()) < 20_000  # the whole file
+    client = client_for(tmp_path)
+    tracemalloc.start()
+    try:
+        response = get(client, "maps", run="crafted/tensorboard/version_0")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert response.status_code == 404 and len(response.get_data()) < 2000
+    assert "a record of this run is refused" in strict_json(response)["error"]
+    assert peak < 20 * 2**20
+
+
+def test_maps_with_nan_and_infinite_weights_are_json(tmp_path):
+    from tensorboard.util import tensor_util
+
+    weights = np.full((1, 2, 2, 2), 0.5, dtype=np.float16)
+    weights[0, 0, 0, 0], weights[0, 1, 1, 1], weights[0, 1, 0, 1] = np.nan, np.inf, -np.inf
+    write_probe(tmp_path / "nan", ["Life", "is"], tensor_util.make_tensor_proto(weights))
+    data = strict_json(get(client_for(tmp_path), "maps", run="nan/tensorboard/version_0"))
+    assert data["weights"] == [[[[None, 0.5], [0.5, 0.5]], [[0.5, None], [0.5, None]]]]
+
+
+def test_a_scores_tag_of_a_far_layer_makes_no_grid(tmp_path):
+    write_run(tmp_path / "far", steps=[], words=["Life"], maps=False,
+              scalars={"head_score/induction/layer0/head0": [(10, 0.5)],
+                       "head_score/induction/layer1999/head1999": [(10, 0.9)]})
+    response = get(client_for(tmp_path), "scores", run="far/tensorboard/version_0", step="10")
+    assert response.status_code == 200 and len(response.get_data()) < 2000
+    assert [grid["cells"] for grid in strict_json(response)["grids"]] == [[[0.5]]]
+
+
+def test_a_string_tensor_is_refused_as_a_record():
+    from attention_lab.tensorboard_plugin.summary import RecordError, WordLayout, check_weights
+
+    with pytest.raises(RecordError, match="not of numbers"):
+        check_weights(np.array([b"x"], dtype=object).reshape(1, 1, 1, 1), WordLayout(["x"], ["x"]))
+
+
+# ------------------------------------------------------------------------------------------- checkpoints
+
+def rewrite_checkpoint(run_dir: Path, change) -> None:
+    """Every checkpoint of ``run_dir`` loaded as data, changed by ``change(checkpoint)`` and saved again."""
+    import torch
+
+    for path in (run_dir / "checkpoints").glob("*.ckpt"):
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        change(checkpoint)
+        torch.save(checkpoint, path)
+
+
+def test_sentence_through_nan_weights_is_json(good_logdir, tmp_path):
+    shutil.copytree(good_logdir / "good", tmp_path / "nan")
+
+    def poison(checkpoint):
+        checkpoint["state_dict"]["model.blocks.0.attention.W_query.weight"].fill_(float("nan"))
+
+    rewrite_checkpoint(tmp_path / "nan", poison)
+    client = client_for(tmp_path)
+    data = strict_json(get(client, "sentence", run=run_name(client, "nan/"), text="Life is short"))
+    assert data["weights"][0][0][0] == [None, None, None]
+
+
+def test_a_checkpoint_that_declares_a_huge_model_is_refused_once(good_logdir, tmp_path, monkeypatch):
+    from attention_lab.review import maps
+
+    shutil.copytree(good_logdir / "good", tmp_path / "huge")
+
+    def huge(checkpoint):
+        checkpoint["hyper_parameters"]["model"]["context_length"] = 20_000_000
+
+    rewrite_checkpoint(tmp_path / "huge", huge)
+    loads = []
+    load_module = maps.load_module
+    monkeypatch.setattr(maps, "load_module", lambda files: loads.append(files) or load_module(files))
+    client = client_for(tmp_path)
+    run = run_name(client, "huge/")
+    for _ in range(2):
+        response = get(client, "sentence", run=run, text="Life is short")
+        assert response.status_code == 422
+        assert "hyper-parameters declare a model of" in strict_json(response)["error"]
+    assert len(loads) == 1  # the failure is remembered
+
+
+def test_a_slow_checkpoint_does_not_hold_up_other_runs(good_logdir, tmp_path, monkeypatch):
+    import threading
+
+    from attention_lab.review import maps
+
+    for name in ("slow", "quick"):
+        shutil.copytree(good_logdir / "good", tmp_path / name)
+    started, release = threading.Event(), threading.Event()
+    load_module = maps.load_module
+
+    def held(files):
+        if files.run_dir.name == "slow":
+            started.set()
+            release.wait()
+        return load_module(files)
+
+    monkeypatch.setattr(maps, "load_module", held)
+    client = client_for(tmp_path)
+    slow, quick = run_name(client, "slow/"), run_name(client, "quick/")
+    answers = {}
+
+    def ask(run: str) -> None:
+        answers[run] = get(client_for_app(client), "sentence", run=run, text="Life is short").status_code
+
+    threads = [threading.Thread(target=ask, args=(run,)) for run in (slow, quick)]
+    try:
+        threads[0].start()
+        assert started.wait(timeout=120)
+        threads[1].start()
+        threads[1].join(timeout=120)
+        assert answers.get(quick) == 200, "the quick run waited for the slow one"
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join()
+    assert answers[slow] == 200
+
+
+@pytest.mark.parametrize("linked", ["checkpoints/last.ckpt", ".hydra/config.yaml"])
+def test_a_link_out_of_the_logdir_is_refused(good_logdir, tmp_path, linked):
+    outside = tmp_path / "outside"
+    shutil.copytree(good_logdir / "good", outside)
+    shutil.copytree(good_logdir / "good", tmp_path / "logdir" / "linked")
+    target = tmp_path / "logdir" / "linked" / linked
+    target.unlink()
+    target.symlink_to(outside / linked)
+    client = client_for(tmp_path / "logdir")
+    response = get(client, "sentence", run=run_name(client, "linked/"), text="Life is short")
+    assert response.status_code == 404 and "is not inside the log directory" in strict_json(response)["error"]

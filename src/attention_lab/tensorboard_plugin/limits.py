@@ -7,6 +7,8 @@ record beyond them is refused with one line instead of being built, sent and dra
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 MAX_LAYERS = 64
@@ -34,6 +36,13 @@ def check_map_shape(shape: tuple[int, ...] | list[int]) -> None:
     cells = int(np.prod([max(size, 0) for size in shape], dtype=object))
     if cells > MAX_CELLS:
         raise TooLarge("the number of weights", cells, MAX_CELLS)
+
+
+def most_words(layers: int, heads: int) -> int:
+    """The most words along each axis whose maps of ``layers`` x ``heads`` stay within the limits (0: none)."""
+    if not (0 <= layers <= MAX_LAYERS and 0 <= heads <= MAX_HEADS):
+        return 0
+    return min(MAX_WORDS, math.isqrt(MAX_CELLS // max(layers * heads, 1)))
 
 
 def weights_for_page(weights: np.ndarray) -> list:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from attention_lab.review.cli import ReviewError
-from attention_lab.tensorboard_plugin.limits import weights_for_page
+from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_LAYERS, most_words, weights_for_page
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +56,13 @@ def keep(kept: OrderedDict, key: tuple, value, bound: int) -> None:
 def import_model_code() -> None:
     """torch, Lightning and the model, imported for later requests; a failure waits for the request to say it."""
     try:
-        import attention_lab.lit_module  # noqa: F401
-        from attention_lab.config import ModelConfig
-        from attention_lab.review.maps import declared_numbers
+        import torch
 
-        declared_numbers(ModelConfig().to_dict(), 2)  # PyTorch imports its meta-device code on first use
+        import attention_lab.lit_module  # noqa: F401
+
+        # A checkpoint's model is counted on the meta device first (review.maps.declared_numbers): PyTorch
+        # imports the code of that device's initialisers on first use.
+        torch.nn.Embedding(2, 2, device="meta")
     except ImportError as err:
         log.warning("the attention tab could not import %s: sentences will fail", err.name)
 
@@ -170,16 +172,24 @@ class SentenceModels:
             notes.append(f"only the first {MAX_CHARS} characters are read")
         loaded = self.module_for(run)
         module = loaded.module
-        context = module.config.context_length
-        count = len(tokenize(text))
+        context, layers, heads = module.config.context_length, module.config.layers, module.config.num_heads
+        words = tokenize(text)
+        most = most_words(layers, heads)
+        if most == 0:
+            raise SentenceError(f"this run's model has {layers} layers x {heads} heads; the attention tab shows at "
+                                f"most {MAX_LAYERS} x {MAX_HEADS}", status=422)
+        if min(len(words), context) > most:
+            text = " ".join(words[:most])  # the same words again when tokenized: tokenize drops the rest
+            notes.append(f"the sentence has {len(words)} words; for a model of {layers} layers x {heads} heads the "
+                         f"tab shows the first {most}")
+        elif len(words) > context:
+            notes.append(f"the sentence has {len(words)} words; the model's context holds {context}, so only the "
+                         f"first {context} are shown")
         try:
             with loaded.lock:
                 maps = compute_maps(module, text)
         except ReviewError as err:
             raise SentenceError(str(err)) from None
-        if count > context:
-            notes.append(f"the sentence has {count} words; the model's context holds {context}, so only the first "
-                         f"{context} are shown")
         if maps.unknown:
             notes.append(f"not in the vocabulary, shown as {UNK}: {', '.join(dict.fromkeys(maps.unknown))}")
         if maps.layers == 0 or maps.heads == 0:
