@@ -70,7 +70,9 @@ def client_for_app(client):
 # ------------------------------------------------------------------------------------------- event files
 
 def strict_json(response) -> dict:
-    """The answer as JSON that a browser's JSON.parse accepts (no NaN or Infinity), and a JSON answer at all."""
+    """A JSON answer that a browser's JSON.parse accepts (no bare NaN or Infinity). TensorBoard's ``Respond`` writes
+    NaN and infinities as the strings "NaN" and "Infinity", which the page cannot draw: the tests compare with
+    the numbers or nulls expected."""
     def refuse(constant):
         raise AssertionError(f"{constant} is not JSON")
 
