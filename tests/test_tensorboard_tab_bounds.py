@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tab_runs import write_run
-from test_tensorboard_tab import client_for, get
+from test_tensorboard_tab import ROUTE, client_for, get
 
 CONCURRENT = 100
 
@@ -257,3 +257,22 @@ def test_a_link_out_of_the_logdir_is_refused(good_logdir, tmp_path, linked):
     client = client_for(tmp_path / "logdir")
     response = get(client, "sentence", run=run_name(client, "linked/"), text="Life is short")
     assert response.status_code == 404 and "is not inside the log directory" in strict_json(response)["error"]
+
+
+def test_the_data_server_loader_is_bounded_too(tmp_path):
+    """TensorBoard's default loader when installed (the data server, ``--load_fast=true``) hands the provider the
+    same records: a real server answers the crafted run with one JSON line and goes on serving the others."""
+    import urllib.error
+
+    from tb_server import serve
+
+    logdir = tmp_path / "logdir"
+    write_probe(logdir / "crafted", *PAYLOADS["terabytes"])
+    write_run(logdir / "fine", steps=[10], words=["Life", "is"])
+    with serve(logdir, tmp_path / "server.log",
+               lambda server: len(server.get_json(f"{ROUTE}/runs")["runs"]) == 2, "--load_fast=true") as server:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            server.get(f"{ROUTE}/maps", run="crafted/tensorboard/version_0")
+        assert refused.value.code == 404 and refused.value.headers["X-Content-Type-Options"] == "nosniff"
+        assert "a record of this run is refused" in json.loads(refused.value.read())["error"]
+        assert server.get_json(f"{ROUTE}/maps", run="fine/tensorboard/version_0")["steps"] == [10]
