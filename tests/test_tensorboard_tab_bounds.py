@@ -276,3 +276,32 @@ def test_the_data_server_loader_is_bounded_too(tmp_path):
         assert refused.value.code == 404 and refused.value.headers["X-Content-Type-Options"] == "nosniff"
         assert "a record of this run is refused" in json.loads(refused.value.read())["error"]
         assert server.get_json(f"{ROUTE}/maps", run="fine/tensorboard/version_0")["steps"] == [10]
+
+
+def test_a_record_appended_later_is_checked_too(tmp_path):
+    """The tab reads each event file once and then what is appended: a crafted record added to a file it has
+    already read (TFRecord files concatenate) is refused at the next request."""
+    from tensorboard.backend import application
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from werkzeug import test as werkzeug_test
+    from werkzeug import wrappers
+
+    from attention_lab.tensorboard_plugin.plugin import AttentionPlugin
+
+    write_run(tmp_path / "run", steps=[10], words=["Life"], layers=1, heads=1)
+    crafted = write_probe(tmp_path / "crafted", *PAYLOADS["terabytes"])
+    multiplexer = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"attention_lab": 0})
+    multiplexer.AddRunsFromDirectory(str(tmp_path / "run"))
+    multiplexer.Reload()
+    context = base_plugin.TBContext(logdir=str(tmp_path / "run"),
+                                    data_provider=data_provider.MultiplexerDataProvider(multiplexer, str(tmp_path)))
+    client = werkzeug_test.Client(application.TensorBoardWSGI([AttentionPlugin(context)]), wrappers.Response)
+    run = "tensorboard/version_0"
+    assert get(client, "maps", run=run).get_json()["steps"] == [10]
+    probe_file = next((tmp_path / "run" / run).glob("*tfevents*"))
+    with probe_file.open("ab") as handle:
+        handle.write(next(crafted.iterdir()).read_bytes())
+    multiplexer.Reload()
+    response = get(client, "maps", run=run)
+    assert response.status_code == 404 and "a record of this run is refused" in strict_json(response)["error"]
