@@ -4,13 +4,13 @@ TensorBoard's data provider builds their arrays.
 The provider turns every record into a numpy array of the shape the record declares, and a record of one
 value declares any shape it likes (a 272-byte file can ask for gigabytes). So the tab reads the declared shapes
 and types first, through TensorBoard's public event-file reader, and asks the provider only for records within
-:mod:`~attention_lab.tensorboard_plugin.limits`. A file's verdict is kept until its size or modification time
-changes.
+:mod:`~attention_lab.tensorboard_plugin.limits`. Each file is read once, then only what is appended to it.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,9 @@ from attention_lab.tensorboard_plugin.limits import TooLarge, check_map_shape
 from attention_lab.tensorboard_plugin.scores import parse_tag
 from attention_lab.tensorboard_plugin.summary import PROBE_TAG, RecordError
 
-FLOAT_TYPES = (types_pb2.DT_HALF, types_pb2.DT_BFLOAT16, types_pb2.DT_FLOAT, types_pb2.DT_DOUBLE)
+# The number types a record may hold: the TensorProto field that holds them one by one, and their bytes each.
+FLOAT_TYPES = {types_pb2.DT_HALF: ("half_val", 2), types_pb2.DT_BFLOAT16: ("half_val", 2),
+               types_pb2.DT_FLOAT: ("float_val", 4), types_pb2.DT_DOUBLE: ("double_val", 8)}
 
 
 class RunOutside(Exception):
@@ -33,7 +35,8 @@ class RunOutside(Exception):
 
 
 def check_value(tag: str, tensor) -> None:
-    """One record of the tab's tags: numbers, of a size within the limits. Raises RecordError or TooLarge."""
+    """One record of the tab's tags: numbers, of a size within the limits, as many as its shape holds. Raises
+    RecordError or TooLarge."""
     shape = [dim.size for dim in tensor.tensor_shape.dim]
     if tensor.dtype not in FLOAT_TYPES:
         raise RecordError(tag, f"a tensor of {types_pb2.DataType.Name(tensor.dtype)}, not of numbers")
@@ -43,28 +46,60 @@ def check_value(tag: str, tensor) -> None:
         check_map_shape(shape)
     elif len(shape) > 1 or int(np.prod(shape, dtype=object)) != 1:  # a scalar: one value (shape [] or [1])
         raise RecordError(tag, f"a scalar of shape {shape}")
+    field_name, size = FLOAT_TYPES[tensor.dtype]
+    numbers = int(np.prod(shape, dtype=object))
+    stored = len(tensor.tensor_content) / size if tensor.tensor_content else len(getattr(tensor, field_name))
+    if stored != numbers and not (stored == 1 and not tensor.tensor_content):  # one value fills any shape
+        raise RecordError(tag, f"{stored:g} numbers stored for a shape of {numbers}")
 
 
-def check_file(path: Path) -> str | None:
-    """The first problem of the tab's records in one event file, or None."""
-    for event in event_file_loader.EventFileLoader(str(path)).Load():
-        for value in event.summary.value:
-            if value.tag == PROBE_TAG or parse_tag(value.tag) is not None:
-                try:
-                    check_value(value.tag, value.tensor)
-                except (RecordError, TooLarge) as err:
-                    return f"step {event.step}: {err}"
-    return None
+def check_event(event) -> None:
+    """The tab's records in one event (as written, before TensorBoard's read-time migrations): a scalar written
+    as a plain number is one number; everything else must be a tensor that :func:`check_value` accepts."""
+    for value in event.summary.value:
+        if value.tag == PROBE_TAG or parse_tag(value.tag) is not None:
+            kind = value.WhichOneof("value")
+            if kind == "tensor":
+                check_value(value.tag, value.tensor)
+            elif kind not in (None, "simple_value"):
+                raise RecordError(value.tag, f"a {kind} record, not a tensor")
+
+
+@dataclass
+class FileCheck:
+    """One event file, read as far as it was written when last asked (later calls read only what was added),
+    and the first problem found in it."""
+
+    path: Path
+    inode: int
+    size: int = 0
+    problem: str | None = None
+    loader: event_file_loader.LegacyEventFileLoader | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def advance(self, size: int) -> str | None:
+        with self.lock:
+            if self.loader is None:
+                self.loader = event_file_loader.LegacyEventFileLoader(str(self.path))
+            if self.problem is None and size != self.size:
+                self.size = size
+                for event in self.loader.Load():
+                    try:
+                        check_event(event)
+                    except (RecordError, TooLarge) as err:
+                        self.problem = f"{self.path.name}, step {event.step}: {err}"
+                        break
+            return self.problem
 
 
 class DeclaredSizes:
-    """Checks the event files of the runs under ``logdir``; each file's verdict is kept by its path, size and
-    modification time."""
+    """Checks the event files of the runs under ``logdir``: each file is read once, and then only what is
+    appended to it (a file that shrinks or is another inode was replaced, and is read again)."""
 
     def __init__(self, logdir: str) -> None:
         self.root = Path(logdir).expanduser().resolve() if logdir else None
-        self.verdicts: dict[Path, tuple[int, int, str | None]] = {}
-        self.lock = threading.Lock()
+        self.files: dict[Path, FileCheck] = {}
+        self.lock = threading.Lock()  # guards ``files``; each file is read under its own lock
 
     def run_dir(self, run: str) -> Path:
         if self.root is None:
@@ -85,11 +120,10 @@ class DeclaredSizes:
                 continue
             stat = path.stat()
             with self.lock:
-                kept = self.verdicts.get(path)
-            if kept is None or kept[:2] != (stat.st_size, stat.st_mtime_ns):
-                kept = (stat.st_size, stat.st_mtime_ns, check_file(path))
-                with self.lock:
-                    self.verdicts[path] = kept
-            if kept[2] is not None:
-                return f"{path.name}, {kept[2]}"
+                check = self.files.get(path)
+                if check is None or stat.st_ino != check.inode or stat.st_size < check.size:
+                    check = self.files[path] = FileCheck(path, stat.st_ino)
+            problem = check.advance(stat.st_size)
+            if problem is not None:
+                return problem
         return None
