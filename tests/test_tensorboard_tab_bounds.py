@@ -309,3 +309,29 @@ def test_a_record_appended_later_is_checked_too(tmp_path):
     multiplexer.Reload()
     response = get(client, "maps", run=run)
     assert response.status_code == 404 and "a record of this run is refused" in strict_json(response)["error"]
+
+
+def test_an_unforeseen_failure_is_one_json_line(tmp_path, caplog):
+    """A failure no check foresaw (here the provider's own) still reaches the page as JSON with nosniff; its
+    traceback goes to the server's log."""
+    from tensorboard.backend import application
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from werkzeug import test as werkzeug_test
+    from werkzeug import wrappers
+
+    from attention_lab.tensorboard_plugin.plugin import AttentionPlugin
+
+    class Failing(data_provider.MultiplexerDataProvider):
+        def read_tensors(self, ctx=None, **kwargs):
+            raise RuntimeError("the provider failed")
+
+    write_run(tmp_path / "run", steps=[10], words=["Life"], layers=1, heads=1)
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(str(tmp_path))
+    multiplexer.Reload()
+    context = base_plugin.TBContext(logdir=str(tmp_path), data_provider=Failing(multiplexer, str(tmp_path)))
+    client = werkzeug_test.Client(application.TensorBoardWSGI([AttentionPlugin(context)]), wrappers.Response)
+    response = get(client, "maps", run="run/tensorboard/version_0")
+    assert response.status_code == 500 and "TensorBoard's log has the details" in strict_json(response)["error"]
+    assert [r for r in caplog.records if r.exc_info and "the provider failed" in str(r.exc_info[1])]
