@@ -15,13 +15,9 @@ import numpy as np
 import pytest
 
 from tab_runs import write_run
-from test_tensorboard_tab import ROUTE, client_for, get
+from test_tensorboard_tab import ROUTE, client_for, get, run_name
 
-CONCURRENT = 100
-
-
-def run_name(client, prefix: str) -> str:
-    return next(r["run"] for r in get(client, "runs").get_json()["runs"] if r["run"].startswith(prefix))
+CONCURRENT = 100  # distinct sentences at once; before each loaded model had its own lock, 4 to 15 came back wrong
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +28,7 @@ def good_logdir(tiny_trained_run, tmp_path_factory) -> Path:
 
 
 def test_concurrent_sentences_each_get_their_own_maps(good_logdir):
+    """Each answer is compared with the answer to the same sentence asked alone."""
     from attention_lab.review.maps import find_run, load_module
 
     client = client_for(good_logdir)
