@@ -56,13 +56,7 @@ def keep(kept: OrderedDict, key: tuple, value, bound: int) -> None:
 def import_model_code() -> None:
     """torch, Lightning and the model, imported for later requests; a failure waits for the request to say it."""
     try:
-        import torch
-
         import attention_lab.lit_module  # noqa: F401
-
-        # A checkpoint's model is counted on the meta device first (review.maps.declared_numbers): PyTorch
-        # imports the code of that device's initialisers on first use.
-        torch.nn.Embedding(2, 2, device="meta")
     except ImportError as err:
         log.warning("the attention tab could not import %s: sentences will fail", err.name)
 

@@ -110,7 +110,8 @@ export function mountHeadView(parts, data, options = {}) {
         for (let k = 0; k < data.key_words.length; k++) {
           const w = weights[h][q][k];
           const line = svgElement("line", { class: "attn", x1: xLeft + 6, y1: y(q), x2: xRight - 6, y2: y(k),
-            stroke: headColor(h), "stroke-opacity": Number.isFinite(w) ? w : 0, "data-head": h, "data-q": q, "data-k": k, "data-weight": w });
+            stroke: headColor(h), "stroke-opacity": Number.isFinite(w) ? w : 0,
+            "data-head": h, "data-q": q, "data-k": k, "data-weight": w });
           line.appendChild(svgElement("title", {},
             "head " + h + ": " + data.query_words[q] + " → " + data.key_words[k] + "  " + formatWeight(w)));
           line.addEventListener("mousemove", event => showTooltip(event, line.firstChild.textContent));
