@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 # last.ckpt is the model that metrics.json describes (the end of training); best.ckpt the best validation.
 CHECKPOINT_NAMES = (LAST_CHECKPOINT, BEST_CHECKPOINT)
+# Numbers a checkpoint's model may build beyond those the file stores: tables computed when it is built (the
+# sinusoidal positions, context_length x d_model), for any context a sentence could fill.
+MAX_BUILT_NUMBERS = 1 << 22
 
 
 @dataclass
@@ -93,6 +96,30 @@ def describe_run(files: RunFiles, module) -> str:
     return f"{run_name} · {' '.join(parts)} · {files.checkpoint.name}"
 
 
+def declared_numbers(model: dict, vocab_size: int) -> int:
+    """How many numbers (parameters and buffers) the model of these hyper-parameters holds, counted on PyTorch's
+    meta device: nothing of that size is allocated."""
+    import torch
+
+    from attention_lab.config import ModelConfig
+    from attention_lab.model import SequenceModel
+
+    with torch.device("meta"):
+        declared = SequenceModel(ModelConfig.from_dict(model), vocab_size)
+    return sum(tensor.numel() for tensor in (*declared.parameters(), *declared.buffers()))
+
+
+def check_declared_size(files: RunFiles, checkpoint: dict) -> None:
+    """Hyper-parameters that declare a model far larger than the weights the file stores are refused before the
+    model is built: a few bytes of a checkpoint must not make the lab allocate gigabytes."""
+    hparams, state = checkpoint["hyper_parameters"], checkpoint.get("state_dict")
+    stored = sum(t.numel() for t in state.values() if hasattr(t, "numel")) if isinstance(state, dict) else 0
+    declared = declared_numbers(hparams["model"], len(hparams["vocab"]))
+    if declared > stored + MAX_BUILT_NUMBERS:
+        raise ReviewError(f"cannot load checkpoint {files.checkpoint}: its hyper-parameters declare a model of "
+                          f"{declared:,} numbers but it stores {stored:,}; refused before building it")
+
+
 def load_module(files: RunFiles):
     """(AttentionLitModule in eval mode on the CPU, global step of the checkpoint).
 
@@ -112,6 +139,7 @@ def load_module(files: RunFiles):
         if not isinstance(hparams, dict) or not {"model", "vocab"} <= set(hparams):
             raise ReviewError(f"cannot load checkpoint {files.checkpoint}: its hparams hold no model config and "
                               "vocabulary (a checkpoint of another program, or of an older attention-lab)")
+        check_declared_size(files, checkpoint)
         module = AttentionLitModule.load_from_checkpoint(files.checkpoint, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         raise ReviewError(f"cannot load checkpoint {files.checkpoint}: it holds objects other than tensors and "

@@ -3,6 +3,9 @@ scores and ablation drops beside them, and any sentence run through the run's ch
 
 - :mod:`~attention_lab.tensorboard_plugin.summary`: the tensor summary a training run writes, and how it is read.
 - :mod:`~attention_lab.tensorboard_plugin.scores`: head-score and ablation scalars as layers x heads grids.
+- :mod:`~attention_lab.tensorboard_plugin.limits`: how large a record the tab shows, and its numbers as JSON.
+- :mod:`~attention_lab.tensorboard_plugin.declared`: the sizes a run's event files declare, checked before they
+  are read.
 - :mod:`~attention_lab.tensorboard_plugin.run_data`: a run's maps and scores through TensorBoard's data provider.
 - :mod:`~attention_lab.tensorboard_plugin.sentence`: a run's checkpoint on a new sentence.
 - :mod:`~attention_lab.tensorboard_plugin.plugin`: the ``TBPlugin`` and its routes (``static/``: the page).

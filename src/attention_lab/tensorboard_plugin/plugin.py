@@ -4,7 +4,8 @@ Routes, under ``/data/plugin/attention_lab/``: the page's modules and style (all
 tab works offline), ``runs``, ``maps?run=&step=``, ``scores?run=&step=`` (with the head to open on and the
 redundant heads, :mod:`~attention_lab.tensorboard_plugin.focus`) and ``sentence?run=&text=``. Every
 response goes through TensorBoard's ``http_util.Respond`` (``X-Content-Type-Options: nosniff``); a request
-that cannot be answered gets JSON ``{"error": "<one line>"}`` for the tab to print, never a traceback.
+that cannot be answered gets JSON ``{"error": "<one line>"}`` for the tab to print, never a traceback (an
+unexpected failure too: its traceback goes to TensorBoard's log, the page gets one line).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
+from attention_lab.tensorboard_plugin.declared import DeclaredSizes
 from attention_lab.tensorboard_plugin.focus import annotate, task_kind
 from attention_lab.tensorboard_plugin.run_data import NoMaps, Source
 from attention_lab.tensorboard_plugin.sentence import SentenceError, SentenceModels
@@ -69,6 +71,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         self.data_provider = context.data_provider
         self.logdir = context.logdir or ""
         self.sentences = SentenceModels(self.logdir)
+        self.declared = DeclaredSizes(self.logdir)
 
     def is_active(self) -> bool:
         # Listed with any logdir: runs without records get a message in the tab, not a missing tab.
@@ -93,7 +96,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     def source(self, request) -> Source:
         return Source(self.data_provider, plugin_util.context(request.environ),
-                      plugin_util.experiment_id(request.environ))
+                      plugin_util.experiment_id(request.environ), self.declared)
 
     @staticmethod
     def error(request, reason: str, status: int):
@@ -109,6 +112,10 @@ class AttentionPlugin(base_plugin.TBPlugin):
             return self.error(request, err.reason, 404)
         except SentenceError as err:
             return self.error(request, err.reason, err.status)
+        except Exception:  # a bug or a record no check foresaw: the page still gets JSON it can print
+            log.exception("the attention tab could not answer %s", request.full_path)
+            return self.error(request, "the attention tab failed on this request; TensorBoard's log has the "
+                                       "details", 500)
 
     def known_run(self, request) -> str:
         run = required(request, "run")

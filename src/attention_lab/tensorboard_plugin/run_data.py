@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from tensorboard.data import provider as data_provider
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 
+from attention_lab.tensorboard_plugin.declared import DeclaredSizes, RunOutside
+from attention_lab.tensorboard_plugin.limits import weights_for_page
 from attention_lab.tensorboard_plugin.run_names import run_label
 from attention_lab.tensorboard_plugin.scores import grids_at, parse_tag
 from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME, PROBE_TAG, RecordError, WordLayout, check_weights
 
 MAX_POINTS = 1_000_000  # ask the provider for every point it holds (what it keeps is TensorBoard's sampling)
-DECIMALS = 4  # weights sent to the page: enough for two shown decimals and line opacities
 
 NO_RECORDS = ("no attention records in this run: it was trained before the attention tab existed, or without "
               "callbacks.attention_summaries. The sentence box still works when the run has a checkpoint.")
@@ -29,11 +30,22 @@ class NoMaps(Exception):
 
 @dataclass
 class Source:
-    """Where the tab reads: the provider, the request's context and experiment."""
+    """Where the tab reads: the provider, the request's context and experiment, and the check of the sizes
+    that the run's files declare (made before the provider is asked for the arrays)."""
 
     provider: data_provider.DataProvider
     ctx: object
     experiment: str
+    declared: DeclaredSizes
+
+    def check_sizes(self, run: str) -> None:
+        """Raises NoMaps when a record of ``run`` is not one the tab reads (its size or type)."""
+        try:
+            problem = self.declared.problem(run)
+        except RunOutside as err:
+            raise NoMaps(err.reason) from None
+        if problem is not None:
+            raise NoMaps(f"a record of this run is refused: {problem}")
 
     def runs(self) -> list[dict]:
         """Every run, with whether it holds attention records and a readable label: runs with records first,
@@ -56,6 +68,7 @@ class Source:
                                             run_tag_filter=only_probe).get(run, {}).get(PROBE_TAG)
         if series is None:
             raise NoMaps(NO_RECORDS)
+        self.check_sizes(run)
         points = self.provider.read_tensors(self.ctx, experiment_id=self.experiment, plugin_name=PLUGIN_NAME,
                                             run_tag_filter=only_probe, downsample=MAX_POINTS).get(run, {}).get(PROBE_TAG, [])
         if not points:
@@ -73,7 +86,7 @@ class Source:
             raise NoMaps("this run's model has no attention heads to show")
         return {"run": run, "steps": steps, "step": chosen.step, "query_words": layout.query_words,
                 "key_words": layout.key_words, "query_axis": layout.query_axis,
-                "weights": weights.round(DECIMALS).tolist()}
+                "weights": weights_for_page(weights)}
 
     def scores(self, run: str, step: int) -> list[dict]:
         """The head-score and ablation grids of ``run`` as logged at or before ``step``; [] when none."""
@@ -83,6 +96,7 @@ class Source:
         tags = [tag for tag in listing.get(run, {}) if parse_tag(tag) is not None]
         if not tags:
             return []
+        self.check_sizes(run)
         read = self.provider.read_scalars(self.ctx, experiment_id=self.experiment,
                                           plugin_name=scalar_metadata.PLUGIN_NAME,
                                           run_tag_filter=data_provider.RunTagFilter(runs=[run], tags=tags),

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from attention_lab.head_metrics import HeadMetric
+from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_LAYERS
 
 DESCRIPTIONS = {
     "head_score": "0..1: how much of its attention the head gives to the pattern's key",
@@ -17,9 +18,12 @@ DESCRIPTIONS = {
 
 def parse_tag(tag: str) -> HeadMetric | None:
     """The family, layer and head of a head score's or an ablation's tag (:mod:`attention_lab.head_metrics`, the one
-    place that writes them), or None for any other scalar."""
+    place that writes them), or None for any other scalar and for a layer or head beyond the tab's limits (a grid
+    is as large as its highest layer and head)."""
     record = HeadMetric.parse(tag)
-    return record if record is not None and record.family.split("/", 1)[0] in DESCRIPTIONS else None
+    if record is None or record.family.split("/", 1)[0] not in DESCRIPTIONS:
+        return None
+    return record if record.layer < MAX_LAYERS and (record.head is None or record.head < MAX_HEADS) else None
 
 
 @dataclass

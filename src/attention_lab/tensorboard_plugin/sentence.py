@@ -7,15 +7,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from attention_lab.review.cli import ReviewError
+from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_LAYERS, most_words, weights_for_page
 
 log = logging.getLogger(__name__)
 
 MAX_CHARS = 2000  # longer text is cut before it is tokenized: the model reads at most context_length words
 KEPT_MODELS = 4  # loaded checkpoints kept in memory (two runs side by side, and a little more)
-DECIMALS = 4
+KEPT_FAILURES = 64  # checkpoints remembered as failed, so a bad one is not loaded again at every request
 
 
 class SentenceError(Exception):
@@ -33,9 +36,21 @@ def run_dir_of(logdir: str, run: str) -> Path:
         raise SentenceError("the sentence box needs TensorBoard started with --logdir (not --logdir_spec)")
     root = Path(logdir).expanduser().resolve()
     path = (root / run).resolve()
-    if path != root and root not in path.parents:
+    if not inside(root, path):
         raise SentenceError(f"run {run!r} is not inside the log directory", status=404)
     return next((folder.parent for folder in (path, *path.parents) if folder.name == "tensorboard"), path)
+
+
+def inside(root: Path, path: Path) -> bool:
+    """Whether the resolved ``path`` is ``root`` or lies under it."""
+    return path == root or root in path.parents
+
+
+def keep(kept: OrderedDict, key: tuple, value, bound: int) -> None:
+    """Adds ``value`` as the newest of ``kept``, dropping the oldest beyond ``bound``."""
+    kept[key] = value
+    while len(kept) > bound:
+        kept.popitem(last=False)
 
 
 def import_model_code() -> None:
@@ -46,14 +61,29 @@ def import_model_code() -> None:
         log.warning("the attention tab could not import %s: sentences will fail", err.name)
 
 
+@dataclass
+class Loaded:
+    """A checkpoint loaded for sentences, and the lock that lets one sentence at a time through it: the weights
+    are read at the module's hook points, which every request would otherwise share."""
+
+    module: Any
+    step: int
+    files: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
 class SentenceModels:
-    """Runs sentences through the checkpoints of the runs under ``logdir``; each loaded checkpoint is kept,
-    keyed by its path, size and modification time (a checkpoint rewritten by training is loaded again)."""
+    """Runs sentences through the checkpoints of the runs under ``logdir``; each loaded checkpoint is kept, and
+    each one that failed to load is remembered with its reason, keyed by its path, size and modification time (a
+    checkpoint rewritten by training is loaded again). A checkpoint is loaded under a lock of its own: a slow
+    one keeps the other runs waiting for nothing."""
 
     def __init__(self, logdir: str) -> None:
         self.logdir = logdir
-        self.loaded: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (module, step, files)
-        self.lock = threading.Lock()
+        self.loaded: OrderedDict[tuple, Loaded] = OrderedDict()
+        self.failed: OrderedDict[tuple, SentenceError] = OrderedDict()
+        self.loading: dict[str, threading.Lock] = {}  # checkpoint path -> the lock its loads take
+        self.lock = threading.Lock()  # guards the three dicts above, never held while a checkpoint loads
         self.warming: threading.Thread | None = None
 
     def warm_up(self) -> None:
@@ -63,34 +93,66 @@ class SentenceModels:
             self.warming = threading.Thread(target=import_model_code, name="attention-tab-warm-up", daemon=True)
             self.warming.start()
 
-    def module_for(self, run: str):
-        from attention_lab.review.maps import find_run, load_module
+    def files_of(self, run: str):
+        """The run's files and the key of its checkpoint; the checkpoint and config must lie inside the logdir
+        (a link out of it is refused as a run folder outside it is)."""
+        from attention_lab.review.maps import find_run
+        from attention_lab.run.files import SAVED_CONFIG
 
+        run_dir = run_dir_of(self.logdir, run)
+        root = Path(self.logdir).expanduser().resolve()
         try:
-            files = find_run(run_dir_of(self.logdir, run))
+            if not inside(root, (run_dir / SAVED_CONFIG).resolve()):
+                raise SentenceError(f"the config of run {run!r} is not inside the log directory", status=404)
+            files = find_run(run_dir)
+            if not inside(root, files.checkpoint.resolve()):
+                raise SentenceError(f"the checkpoint of run {run!r} is not inside the log directory", status=404)
             stat = files.checkpoint.stat()
         except ReviewError as err:
             raise SentenceError(str(err), status=404) from None
         except OSError as err:
             raise SentenceError(f"cannot read the checkpoint of run {run!r} ({err.strerror})", status=404) from None
-        key = (str(files.checkpoint), stat.st_size, stat.st_mtime_ns)
+        return files, (str(files.checkpoint), stat.st_size, stat.st_mtime_ns)
+
+    def kept(self, key: tuple) -> Loaded | None:
+        """The loaded checkpoint of ``key``, None when not loaded yet; raises its failure when it failed."""
         with self.lock:
+            if key in self.failed:
+                failure = self.failed[key]
+                raise SentenceError(failure.reason, failure.status)
             if key in self.loaded:
                 self.loaded.move_to_end(key)
                 return self.loaded[key]
+            return None
+
+    def module_for(self, run: str) -> Loaded:
+        from attention_lab.review.maps import load_module
+
+        files, key = self.files_of(run)
+        found = self.kept(key)
+        if found is not None:
+            return found
+        with self.lock:
+            loading = self.loading.setdefault(key[0], threading.Lock())
+        with loading:
+            found = self.kept(key)  # loaded (or failed) while this request waited
+            if found is not None:
+                return found
             import torch
 
             # The models are tiny: with a thread per core, each small op waits on the others (spin-waits
             # on a busy machine); one thread answers a sentence several times sooner (29 ms against 243 ms).
             torch.set_num_threads(1)
             try:
-                module, step = load_module(files)
+                found = Loaded(*load_module(files), files)
             except ReviewError as err:
-                raise SentenceError(str(err), status=422) from None
-            self.loaded[key] = (module, step, files)
-            while len(self.loaded) > KEPT_MODELS:
-                self.loaded.popitem(last=False)
-            return self.loaded[key]
+                failure = SentenceError(str(err), status=422)
+                with self.lock:
+                    keep(self.failed, key, failure, KEPT_FAILURES)
+                raise failure from None
+            with self.lock:
+                keep(self.loaded, key, found, KEPT_MODELS)
+            return found
 
     def maps(self, run: str, text: str) -> dict:
         """The sentence's maps through every layer and head of ``run``'s checkpoint, with notes on what was
@@ -102,21 +164,31 @@ class SentenceModels:
         if len(text) > MAX_CHARS:
             text = text[:MAX_CHARS]
             notes.append(f"only the first {MAX_CHARS} characters are read")
-        module, step, files = self.module_for(run)
-        context = module.config.context_length
-        count = len(tokenize(text))
+        loaded = self.module_for(run)
+        module = loaded.module
+        context, layers, heads = module.config.context_length, module.config.layers, module.config.num_heads
+        words = tokenize(text)
+        most = most_words(layers, heads)
+        if most == 0:
+            raise SentenceError(f"this run's model has {layers} layers x {heads} heads; the attention tab shows at "
+                                f"most {MAX_LAYERS} x {MAX_HEADS}", status=422)
+        if min(len(words), context) > most:
+            text = " ".join(words[:most])  # the same words again when tokenized: tokenize drops the rest
+            notes.append(f"the sentence has {len(words)} words; for a model of {layers} layers x {heads} heads the "
+                         f"tab shows the first {most}")
+        elif len(words) > context:
+            notes.append(f"the sentence has {len(words)} words; the model's context holds {context}, so only the "
+                         f"first {context} are shown")
         try:
-            maps = compute_maps(module, text)
+            with loaded.lock:
+                maps = compute_maps(module, text)
         except ReviewError as err:
             raise SentenceError(str(err)) from None
-        if count > context:
-            notes.append(f"the sentence has {count} words; the model's context holds {context}, so only the first "
-                         f"{context} are shown")
         if maps.unknown:
             notes.append(f"not in the vocabulary, shown as {UNK}: {', '.join(dict.fromkeys(maps.unknown))}")
         if maps.layers == 0 or maps.heads == 0:
             raise SentenceError("this run's model has no attention heads to show", status=422)
         return {"run": run, "text": text, "words": maps.words, "query_words": maps.query_words,
                 "key_words": maps.words, "query_axis": maps.query_axis, "predictions": maps.predictions,
-                "weights": [layer.round(DECIMALS).tolist() for layer in maps.weights], "notes": notes,
-                "checkpoint": files.checkpoint.name, "step": step}
+                "weights": [weights_for_page(layer) for layer in maps.weights], "notes": notes,
+                "checkpoint": loaded.files.checkpoint.name, "step": loaded.step}

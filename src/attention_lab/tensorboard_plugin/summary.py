@@ -76,6 +76,8 @@ def probe_summary(weights: np.ndarray, layout: WordLayout) -> summary_pb2.Summar
 
 def check_weights(weights: np.ndarray, layout: WordLayout) -> np.ndarray:
     """A read tensor as float32 (layers, heads, queries, keys), or RecordError."""
+    if weights.dtype.kind != "f":
+        raise RecordError("tensor", f"of type {weights.dtype}, not of numbers")
     if weights.ndim != 4 or weights.shape[2:] != (len(layout.query_words), len(layout.key_words)):
         raise RecordError("tensor", f"shape {weights.shape} does not fit {len(layout.query_words)} x "
                                     f"{len(layout.key_words)} words")

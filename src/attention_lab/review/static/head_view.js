@@ -10,7 +10,8 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const ROW = 28, TOP = 40, GAP = 240, PAD = 12, LABEL = 44;
 
 export function headColor(head) { return HEAD_COLORS[head % HEAD_COLORS.length]; }
-export function formatWeight(w) { return w.toFixed(2); }
+// A weight the model made NaN or infinite arrives as null: shown as "–" and drawn as no line.
+export function formatWeight(w) { return Number.isFinite(w) ? w.toFixed(2) : "–"; }
 
 function svgElement(name, attrs, text) {
   const node = document.createElementNS(SVG_NS, name);
@@ -114,7 +115,8 @@ export function mountHeadView(parts, data, options = {}) {
         for (let k = 0; k < data.key_words.length; k++) {
           const w = weights[h][q][k];
           const line = svgElement("line", { class: "attn", x1: xLeft + 6, y1: y(q), x2: xRight - 6, y2: y(k),
-            stroke: headColor(h), "stroke-opacity": w, "data-head": h, "data-q": q, "data-k": k, "data-weight": w });
+            stroke: headColor(h), "stroke-opacity": Number.isFinite(w) ? w : 0,
+            "data-head": h, "data-q": q, "data-k": k, "data-weight": w });
           line.appendChild(svgElement("title", {},
             "head " + h + ": " + data.query_words[q] + " → " + data.key_words[k] + "  " + formatWeight(w)));
           line.addEventListener("mousemove", event => showTooltip(event, line.firstChild.textContent));
