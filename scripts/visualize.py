@@ -35,21 +35,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.run is None:
         parser.error("a run dir is required: python scripts/visualize.py <run dir> --text \"...\"")
     setup_logging()
+    from attention_lab.review.escape import console
     from attention_lab.review.visualize import visualize
 
     try:  # path and --out errors come before the heavy imports
         result = visualize(args.run, args.text, out=args.out, tensorboard=args.tensorboard)
     except ReviewError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(console(f"error: {err}"), file=sys.stderr)
         return 1
     maps = result["maps"]
-    print(f"checkpoint: {result['checkpoint']} (step {result['step']})")
-    print(f"input:      {' '.join(maps.words)}")
-    print(f"prediction: {' '.join(maps.predictions)}")
-    print(f"grid:       {result['png']}  ({maps.layers} layers x {maps.heads} heads)")
-    print(f"head view:  {result['html']}")
+    lines = [f"checkpoint: {result['checkpoint']} (step {result['step']})",
+             f"input:      {' '.join(maps.words)}",
+             f"prediction: {' '.join(maps.predictions)}",  # the run's vocabulary: data, as its dir name
+             f"grid:       {result['png']}  ({maps.layers} layers x {maps.heads} heads)",
+             f"head view:  {result['html']}"]
     if "tensorboard" in result:
-        print(f"tensorboard: {result['tensorboard']} (tags visualize/{result['png'].stem}/...)")
+        lines.append(f"tensorboard: {result['tensorboard']} (tags visualize/{result['png'].stem}/...)")
+    for line in lines:
+        print(console(line))
     return 0
 
 

@@ -15,9 +15,9 @@ from omegaconf.errors import OmegaConfBaseException
 from attention_lab.data.probe import EXAMPLE_TEXT, task_probe
 from attention_lab.errors import ConfigError
 from attention_lab.review.attention_maps import AttentionMaps
-from attention_lab.review.cli import ReviewError, output_dir
+from attention_lab.review.cli import ReviewError, output_dir, written, written_text
 from attention_lab.review.grid import grid_figure, save_grid_png
-from attention_lab.review.html_view import write_html
+from attention_lab.review.html_view import render_html
 from attention_lab.review.maps import compute_maps, describe_run, find_run, load_module
 from attention_lab.run.files import tensorboard_dir
 
@@ -76,19 +76,22 @@ def visualize(run: str | Path, text: str | None = None, *, out: str | Path | Non
               tensorboard: bool = False) -> dict[str, Any]:
     """Returns the maps and the paths written. The output directory is checked before the model is loaded."""
     files = find_run(run)
-    out_dir = output_dir(out, default=files.run_dir / "visualize")
+    default = files.run_dir / "visualize"
+    if out is None and default.is_symlink():  # the run dir is data: a link there must not lead the maps elsewhere
+        raise ReviewError(f"the default output directory {default} (no --out given) is invalid: it is a symlink to "
+                          f"{default.resolve()}, which visualize.py does not follow; remove the link, or pass "
+                          "--out DIR")
+    out_dir = output_dir(out, default=default)
     if text is None:
         text = run_probe(files.config or {})
         log.info("no text= given: using the run's probe sentence %r", text)
     module, step = load_module(files)
     maps = compute_maps(module, text, description=describe_run(files, module))
     stem = unique_stem(out_dir, text)
-    try:
-        result: dict[str, Any] = {"maps": maps, "step": step, "checkpoint": files.checkpoint, "png": save_grid_png(maps, out_dir / f"{stem}.png"),
-                                  "html": write_html(maps, out_dir / f"{stem}.html")}
-    except OSError as err:  # e.g. the disk filled up after the check
-        raise ReviewError(f"cannot write the maps in {out_dir} ({err.strerror or type(err).__name__}): "
-                          "choose another directory with --out DIR") from None
+    result: dict[str, Any] = {
+        "maps": maps, "step": step, "checkpoint": files.checkpoint,
+        "png": written(out_dir / f"{stem}.png", lambda tmp: save_grid_png(maps, tmp)),
+        "html": written_text(out_dir / f"{stem}.html", render_html(maps))}
     if tensorboard:
         log_dir = tensorboard_dir(files.run_dir)
         add_to_tensorboard(maps, log_dir, step, stem)

@@ -25,11 +25,16 @@ SAVED_OVERRIDES = Path(".hydra") / "overrides.yaml"
 SAVED_CONFIG = Path(".hydra") / "config.yaml"
 
 
-def replace_atomically(path: Path, write: Callable[[Path], None]) -> None:
+def replace_atomically(path: Path, write: Callable[[Path], object]) -> None:
     """``write(tmp)`` beside ``path``, then rename it over ``path``: readers see the old file or the new one, and
-    a failed write (a full disk) leaves the old one and no temp file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    a failed write (a full disk) leaves the old one and no temp file. Nothing is written through a link: a symlink
+    at ``path`` is replaced, not followed, and the temp file is a new file (created exclusively, after removing
+    whatever had its name). The temp file keeps ``path``'s suffix, which writers such as matplotlib's savefig read
+    the format from."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
     try:
+        tmp.unlink(missing_ok=True)  # a link planted under the temp file's name is removed, not followed
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
         write(tmp)
         os.replace(tmp, path)
     except BaseException:
