@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from attention_lab.review.escape import console
 from attention_lab.run.describe import describe, expected_error
 from attention_lab.run.knob_types import check_knob_types
 from attention_lab.run.overrides import is_override
@@ -94,3 +95,7 @@ def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted (Ctrl-C)\n")
         sys.exit(130)
+    except SystemExit as stop:  # the one line a refused command or a failed sweep ends with may quote a record
+        if isinstance(stop.code, str):
+            sys.exit(console(stop.code))
+        raise

@@ -18,6 +18,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.errors import ConfigError, TrainingInterrupted
+from attention_lab.review.escape import console
 from attention_lab.run import resume as resuming
 from attention_lab.run import sweep_resume
 from attention_lab.run.context import RunContext
@@ -43,7 +44,8 @@ from attention_lab.run.tracebacks import full_error_requested
 
 
 def stderr(line: str) -> None:
-    sys.stderr.write(line + "\n")
+    """One console line of a run or job: it names overrides and errors, which a resumed sweep read from records."""
+    sys.stderr.write(console(line) + "\n")
     sys.stderr.flush()
 
 
