@@ -17,6 +17,7 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]|])")
 # C0, DEL and C1: ESC (and C1's CSI, OSC) start a terminal's commands (set its title, move the cursor, rewrite
 # the clipboard); CR and backspace overwrite what the line said.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]+")  # a tab only moves the cursor on
 
 
 def csv_cell(value: Any) -> Any:
@@ -34,10 +35,10 @@ def one_line(text: str) -> str:
 
 
 def console(text: object) -> str:
-    """Text for a terminal, each of its lines without control characters (a run of them as one space): every
+    """Text for a terminal, each of its lines without control characters but tabs (a run as one space): every
     console line that holds anything from a record (an override, an error, a name) goes through here, so that a
     record cannot send the terminal commands."""
-    return "\n".join(one_line(line) for line in str(text).split("\n"))
+    return "\n".join(TERMINAL_CONTROL.sub(" ", line) for line in str(text).split("\n"))
 
 
 def html(text: str) -> str:

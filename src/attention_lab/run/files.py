@@ -20,7 +20,8 @@ LAST_CHECKPOINT = "last.ckpt"  # the end of training: the model metrics.json des
 BEST_CHECKPOINT = "best.ckpt"  # the best validation (ModelCheckpoint's filename in configs/callbacks/default.yaml)
 CHECKPOINT_SUFFIX = ".ckpt"
 TRACEBACK = "traceback.txt"
-LOCK = ".run.lock"
+LOCK = ".run.lock"  # held by the process training in a run dir
+RESUME_LOCK = ".resume.lock"  # held by the resume of a sweep, in the sweep dir
 SAVED_OVERRIDES = Path(".hydra") / "overrides.yaml"
 SAVED_CONFIG = Path(".hydra") / "config.yaml"
 
@@ -44,6 +45,10 @@ def replace_atomically(path: Path, write: Callable[[Path], object]) -> None:
 
 def write_json(path: Path, data: Any) -> None:
     replace_atomically(path, lambda tmp: tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n"))
+
+
+def write_text(path: Path, text: str) -> None:
+    replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def save_yaml(config: Any, path: Path) -> None:

@@ -35,7 +35,7 @@ from attention_lab.run.files import (
     secondary_process,
 )
 from attention_lab.run.overrides import override_key, run_name
-from attention_lab.run.run_dir import RunDirLock, RunDirTaken, RunInfo
+from attention_lab.run.run_dir import RunDirBusy, RunDirLock, RunDirTaken, RunInfo
 from attention_lab.run.run_info import RunRecord, RunStatus
 from attention_lab.run.signals import StopSignals
 from attention_lab.run.sweep_jobs import swept_keys
@@ -94,6 +94,7 @@ class RunTask:
                 job = sweep_resume.job_plan(self.run_dir, self.overrides, str(cfg.optimized_metric)) \
                     if self.resumed_sweep else None
                 if job is not None and job.action is sweep_resume.JobAction.KEEP:  # before the lock: not one byte of an ok job changes
+                    self.forget_refusal()  # its dir holds its own run (job_plan checked): a refusal was another's
                     stderr(f"{self.where}: ok, kept as it is")
                     return job.metric
                 if self.lock is not None:
@@ -144,6 +145,10 @@ class RunTask:
                               f"({' '.join(previous.overrides)}), which is left as it is; two jobs of "
                               "the sweep have the same dir (see hydra.sweep.subdir)")
         self.owns_dir = True
+        self.forget_refusal()
+
+    def forget_refusal(self) -> None:
+        """The job runs in, or keeps, its own dir: its row in the summary is its run's again."""
         if self.sweep_dir is not None and self.job is not None:
             record_refusal(self.sweep_dir, self.job, self.overrides, None)
 
@@ -169,7 +174,9 @@ class RunTask:
             # Rejected before the run started: the run dir's record stays as it was.
             if self.multirun and not self.owns_dir:  # the dir is another run's: nothing is written there
                 stderr(f"error: {self.where} failed: {describe(err)}")
-                if self.sweep_dir is not None:  # the summary counts it as failed, in place of that run
+                if self.sweep_dir is not None and not isinstance(err, RunDirBusy):
+                    # The summary counts it as failed, in place of the run its dir holds. Not when another process
+                    # trains in the dir: that process records how the job ends, and a refusal would outlive it.
                     record_refusal(self.sweep_dir, self.job, self.overrides, describe(err))
                 return None
             if self.multirun:
