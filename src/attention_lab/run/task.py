@@ -7,11 +7,13 @@ A single run exits with one ``error:`` line; a failed sweep job is recorded and 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -22,7 +24,7 @@ from attention_lab.review.escape import console
 from attention_lab.run import resume as resuming
 from attention_lab.run import sweep_resume
 from attention_lab.run.context import RunContext
-from attention_lab.run.describe import describe, expected_error
+from attention_lab.run.describe import describe, expected_error, unwritable
 from attention_lab.run.files import (
     CHECKPOINTS,
     LAST_CHECKPOINT,
@@ -133,7 +135,12 @@ class RunTask:
             finally:
                 if self.lock is not None:
                     self.lock.release()
-        self.end(RunStatus.OK)
+        try:
+            self.end(RunStatus.OK)
+        except OSError as error:
+            if not unwritable(error):
+                raise
+            self.cannot_write(error)
         return metrics.get(cfg.optimized_metric)
 
     def claim_job_dir(self, job: sweep_resume.JobPlan | None) -> None:
@@ -170,6 +177,30 @@ class RunTask:
             write_summary(self.sweep_dir)
 
     def fail(self, err: BaseException, stop: StopSignals) -> None:
+        if unwritable(err):
+            with contextlib.suppress(OSError):  # a record may still fit where a checkpoint did not
+                if self.info.record is not None:
+                    self.end(RunStatus.FAILED, describe(err))
+            self.cannot_write(err)
+        try:
+            return self.record_failure(err, stop)
+        except OSError as error:  # recording the failure failed in turn: the disk is full, or read-only
+            if not unwritable(error):
+                raise
+            self.cannot_write(error)
+
+    def cannot_write(self, error: OSError) -> NoReturn:
+        """The disk is full or read-only: the run stops in one line (no traceback, which could not be written
+        either). A sweep stops as a whole, as its next jobs would fail the same way; a resume continues it."""
+        if self.multirun:
+            sweep_dir = self.sweep_dir or self.run_dir.parent
+            stderr(f"error: {self.where} stopped the sweep: {describe(error)}; free some space (or make the dir "
+                   f"writable), then continue it with: python scripts/train.py resume={sweep_dir}")
+        else:
+            stderr(f"error: {describe(error)}; free some space (or make the dir writable), then run it again")
+        sys.exit(1)
+
+    def record_failure(self, err: BaseException, stop: StopSignals) -> None:
         if isinstance(err, ConfigError) and self.info.record is None:
             # Rejected before the run started: the run dir's record stays as it was.
             if self.multirun and not self.owns_dir:  # the dir is another run's: nothing is written there
