@@ -53,7 +53,8 @@ def test_a_linked_visualize_dir_is_refused(tiny_trained_run, tmp_path):
     elsewhere = tmp_path / "users_folder"
     elsewhere.mkdir()
     (run / "visualize").symlink_to(elsewhere, target_is_directory=True)
-    with pytest.raises(ReviewError, match=r"visualize \(no --out given\) is invalid: it is a symlink to .*--out DIR"):
+    with pytest.raises(ReviewError, match=r"\(no --out given\) is invalid: the run's visualize is a symlink to the "
+                                          r"folder .*users_folder.*--out DIR"):
         visualize(run, "Life is short")
     assert list(elsewhere.iterdir()) == [], "the maps were written through the link"
     result = visualize(run, "Life is short", out=tmp_path / "maps")  # --out: the user's choice, as before

@@ -161,6 +161,7 @@ def test_a_read_only_job_dir_ends_a_resume_in_one_line_before_anything_changes(f
         subprocess.run(["umount", str(job_dir)], check=True)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and "Traceback" not in proc.stdout, proc.stderr[-3000:]
-    assert lines[0] == (f"error: resume={sweep_dir} is invalid: its 1/ cannot be written (read-only), and resuming "
-                        "the sweep writes its jobs' records there; make it writable, then resume it again")
+    assert lines[0] == (f"error: resume={sweep_dir} is invalid: its 1/ cannot be written (read-only, or not writable "
+                        "by you), and resuming the sweep writes its jobs' records there; make it writable, then resume "
+                        "it again")
     assert after == before

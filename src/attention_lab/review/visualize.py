@@ -15,10 +15,11 @@ from omegaconf.errors import OmegaConfBaseException
 from attention_lab.data.probe import EXAMPLE_TEXT, task_probe
 from attention_lab.errors import ConfigError
 from attention_lab.review.attention_maps import AttentionMaps
-from attention_lab.review.cli import ReviewError, output_dir, written, written_text
+from attention_lab.review.cli import ReviewError, output_dir, written
 from attention_lab.review.grid import grid_figure, save_grid_png
-from attention_lab.review.html_view import render_html
+from attention_lab.review.html_view import write_html
 from attention_lab.review.maps import compute_maps, describe_run, find_run, load_module
+from attention_lab.run.contained import escaping_link
 from attention_lab.run.files import tensorboard_dir
 
 log = logging.getLogger(__name__)
@@ -72,15 +73,26 @@ def add_to_tensorboard(maps: AttentionMaps, log_dir: Path, step: int, tag: str) 
         writer.close()
 
 
+def refuse_links(run_dir: Path, name: str, setting: str, instead: str) -> None:
+    """The run dir is data: a link in its ``name`` (visualize/, tensorboard/) must not lead what visualize.py
+    writes out of it. Raises ReviewError before anything is loaded."""
+    found = escaping_link(run_dir, only=name)
+    if found is not None:
+        path, what = found
+        raise ReviewError(f"{setting} is invalid: the run's {path} is {what}, and visualize.py writes only into the "
+                          f"run dir, without following it (remove the link, or {instead})")
+
+
 def visualize(run: str | Path, text: str | None = None, *, out: str | Path | None = None,
               tensorboard: bool = False) -> dict[str, Any]:
     """Returns the maps and the paths written. The output directory is checked before the model is loaded."""
     files = find_run(run)
     default = files.run_dir / "visualize"
-    if out is None and default.is_symlink():  # the run dir is data: a link there must not lead the maps elsewhere
-        raise ReviewError(f"the default output directory {default} (no --out given) is invalid: it is a symlink to "
-                          f"{default.resolve()}, which visualize.py does not follow; remove the link, or pass "
-                          "--out DIR")
+    if out is None:
+        refuse_links(files.run_dir, default.name, f"the default output directory {default} (no --out given)",
+                     "pass --out DIR")
+    if tensorboard:
+        refuse_links(files.run_dir, "tensorboard", "--tensorboard", "leave out --tensorboard")
     out_dir = output_dir(out, default=default)
     if text is None:
         text = run_probe(files.config or {})
@@ -91,7 +103,7 @@ def visualize(run: str | Path, text: str | None = None, *, out: str | Path | Non
     result: dict[str, Any] = {
         "maps": maps, "step": step, "checkpoint": files.checkpoint,
         "png": written(out_dir / f"{stem}.png", lambda tmp: save_grid_png(maps, tmp)),
-        "html": written_text(out_dir / f"{stem}.html", render_html(maps))}
+        "html": write_html(maps, out_dir / f"{stem}.html")}
     if tensorboard:
         log_dir = tensorboard_dir(files.run_dir)
         add_to_tensorboard(maps, log_dir, step, stem)
