@@ -81,8 +81,9 @@ def describe_omegaconf(error: OmegaConfBaseException, overrides: Sequence[str]) 
 
 
 def unwritable(error: BaseException | None) -> bool:
-    """A write the filesystem refused: it is full (or over quota), read-only, or not ours to write. Not a bug."""
-    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)
+    """A write the filesystem refused: it is full (or over quota), or read-only. Not a bug. (EACCES is left out:
+    a read can raise it too.)"""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 
 def describe(error: BaseException, overrides: Sequence[str] = ()) -> str:

@@ -99,7 +99,7 @@ class RunDirLock:
             holder = handle.read().strip() or "another process"
             handle.close()
             raise RunDirBusy(f"{setting} is invalid: {holder} is training in {self.path.parent} right now; "
-                              "wait for it to end, or stop it first") from None
+                             "wait for it to end, or stop it first") from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
