@@ -38,7 +38,9 @@ A record that cannot be read (not JSON or YAML, a field of the wrong type) is le
 "warning:" line on stderr, in the job's error cell and under compare.md's table; the rest is reported. NaN
 and infinite metrics are shown as nan/inf and are never the best. Cells are escaped for where they go: CSV
 text that a spreadsheet would run as a formula (=, +, -, @, tab, CR first) starts with an apostrophe,
-Markdown cells escape | and HTML, and the console shows rich markup as text.
+Markdown cells escape | and HTML, and the console shows rich markup as text and control characters (a
+terminal's escape sequences) as spaces. Each file is replaced, never written through: a compare.csv that is a
+link to a file elsewhere becomes a file of its own, and that file is left as it is.
 """
 
 import argparse

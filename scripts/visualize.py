@@ -11,7 +11,8 @@ for the best validation) and its composed config, runs the text and writes, unde
   <name>.html  interactive head view (choose layer/head, hover for weights); opens offline
 Words outside the run's vocabulary become <unk>, with a warning. torch is imported after parsing,
 and after checking the run and --out. The checkpoint is loaded as data (weights_only): one that
-needs to unpickle code is refused.
+needs to unpickle code is refused. The run dir is data too: a visualize/ (with --tensorboard, a tensorboard/) in it
+that links elsewhere is refused, and each file is written as a new file, never through a link.
 """
 
 import sys
