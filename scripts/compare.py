@@ -39,7 +39,9 @@ A record that cannot be read (not JSON or YAML, a field of the wrong type) is le
 "warning:" line on stderr, in the job's error cell and under compare.md's table; the rest is reported. NaN
 and infinite metrics are shown as nan/inf and are never the best. Cells are escaped for where they go: CSV
 text that a spreadsheet would run as a formula (=, +, -, @, tab, CR first) starts with an apostrophe,
-Markdown cells escape | and HTML, and the console shows rich markup as text.
+Markdown cells escape | and HTML, and the console shows rich markup as text and control characters (a
+terminal's escape sequences) as spaces. Each file is replaced, never written through: a compare.csv that is a
+link to a file elsewhere becomes a file of its own, and that file is left as it is.
 """
 
 import argparse
@@ -67,19 +69,20 @@ def main(argv: list[str] | None = None) -> int:
 
     from rich.console import Console
 
-    from attention_lab.review.cli import output_dir
+    from attention_lab.review.cli import output_dir, written, written_text
     from attention_lab.review.compare import folded_lines, rich_group_table, rich_table, show_groups, write_reports
+    from attention_lab.review.escape import console as printable
     from attention_lab.review.sweep import collect_sweep, seed_groups
 
     try:
         sweep = collect_sweep(sweep_arg, metric=args.metric, stale_minutes=args.stale_minutes)
         out = output_dir(args.out, default=sweep.dir)  # before anything is printed
         for line in sweep.problems:
-            print(f"warning: {line}", file=sys.stderr)
+            print(printable(f"warning: {line}"), file=sys.stderr)
         console = Console(width=None if sys.stdout.isatty() else 200)
         console.print(rich_table(sweep))
         for line in folded_lines(sweep):
-            console.print(line, highlight=False, markup=False)
+            console.print(printable(line), highlight=False, markup=False)
         groups = seed_groups(sweep)
         if show_groups(groups):
             console.print(rich_group_table(sweep, groups))
@@ -94,17 +97,17 @@ def main(argv: list[str] | None = None) -> int:
                 raise ReviewError(f"--heads {args.heads} is invalid: {unknown[0]} is not a head score; choose among "
                                   f"{', '.join(HEAD_SCORE_KINDS)}")
             table = heads_markdown(sweep, ranking)
-            paths["heads"] = out / "heads.md"
-            paths["heads"].write_text(table)
-            console.print(table, highlight=False, markup=False)
+            paths["heads"] = written_text(out / "heads.md", table)
+            console.print(printable(table), highlight=False, markup=False)
         if args.plot:
             from attention_lab.review.formation_plot import formation_figure
 
-            paths["formation"] = formation_figure(sweep, out / "formation.png")
+            paths["formation"] = written(out / "formation.png", lambda tmp: formation_figure(sweep, tmp))
     except ReviewError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(printable(f"error: {err}"), file=sys.stderr)
         return 1
-    console.print("wrote " + ", ".join(str(p) for p in paths.values()), highlight=False, markup=False, soft_wrap=True)
+    console.print(printable("wrote " + ", ".join(str(p) for p in paths.values())), highlight=False, markup=False,
+                  soft_wrap=True)
     return 0
 
 

@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a job without metrics and without writes for this long is 'stale' (default 30)")
     args = parser.parse_args(argv)
 
-    from attention_lab.review.cli import output_dir
+    from attention_lab.review.cli import output_dir, written, written_text
+    from attention_lab.review.escape import console
     from attention_lab.review.lines import line_plot, series, to_markdown
     from attention_lab.review.sweep import collect_sweep
 
@@ -38,17 +39,14 @@ def main(argv: list[str] | None = None) -> int:
         lines = series(sweep, args.x, args.line, args.metric)
         stem = f"{args.metric.replace('/', '_')}_vs_{args.x}"
         title = f"{args.metric} against {args.x}, one line per {args.line} · {sweep.dir.name}"
-        png = line_plot(lines, args.x, args.line, args.metric, out / f"{stem}.png", title)
+        png = written(out / f"{stem}.png", lambda tmp: line_plot(lines, args.x, args.line, args.metric, tmp, title))
         markdown = to_markdown(lines, args.x, args.line, args.metric)
-        (out / f"{stem}.md").write_text(markdown)
+        table = written_text(out / f"{stem}.md", markdown)
     except ReviewError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(console(f"error: {err}"), file=sys.stderr)
         return 1
-    except OSError as err:
-        print(f"error: cannot write in {args.out or args.sweep} ({err.strerror}): choose another --out", file=sys.stderr)
-        return 1
-    print(markdown)
-    print(f"wrote {png}, {out / f'{stem}.md'}")
+    print(console(markdown))  # the lines' names are values from the sweep's records
+    print(console(f"wrote {png}, {table}"))
     return 0
 
 

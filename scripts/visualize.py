@@ -11,7 +11,8 @@ for the best validation) and its composed config, runs the text and writes, unde
   <name>.html  interactive head view (choose layer/head, hover for weights); opens offline
 Words outside the run's vocabulary become <unk>, with a warning. torch is imported after parsing,
 and after checking the run and --out. The checkpoint is loaded as data (weights_only): one that
-needs to unpickle code is refused.
+needs to unpickle code is refused. The run dir is data too: a visualize/ (with --tensorboard, a tensorboard/) in it
+that links elsewhere is refused, and each file is written as a new file, never through a link.
 """
 
 import sys
@@ -35,21 +36,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.run is None:
         parser.error("a run dir is required: python scripts/visualize.py <run dir> --text \"...\"")
     setup_logging()
+    from attention_lab.review.escape import console
     from attention_lab.review.visualize import visualize
 
     try:  # path and --out errors come before the heavy imports
         result = visualize(args.run, args.text, out=args.out, tensorboard=args.tensorboard)
     except ReviewError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(console(f"error: {err}"), file=sys.stderr)
         return 1
     maps = result["maps"]
-    print(f"checkpoint: {result['checkpoint']} (step {result['step']})")
-    print(f"input:      {' '.join(maps.words)}")
-    print(f"prediction: {' '.join(maps.predictions)}")
-    print(f"grid:       {result['png']}  ({maps.layers} layers x {maps.heads} heads)")
-    print(f"head view:  {result['html']}")
+    lines = [f"checkpoint: {result['checkpoint']} (step {result['step']})",
+             f"input:      {' '.join(maps.words)}",
+             f"prediction: {' '.join(maps.predictions)}",  # the run's vocabulary: data, as its dir name
+             f"grid:       {result['png']}  ({maps.layers} layers x {maps.heads} heads)",
+             f"head view:  {result['html']}"]
     if "tensorboard" in result:
-        print(f"tensorboard: {result['tensorboard']} (tags visualize/{result['png'].stem}/...)")
+        lines.append(f"tensorboard: {result['tensorboard']} (tags visualize/{result['png'].stem}/...)")
+    for line in lines:
+        print(console(line))
     return 0
 
 

@@ -1,5 +1,5 @@
 """The command line of the review scripts, without Hydra or torch: argparse with one-line errors, and the output
-directory (``--out``) checked before any work is done."""
+directory (``--out``) checked before any work is done, and each file written into it as a new file."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ import argparse
 import logging
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+
+from attention_lab.review.escape import console
+from attention_lab.run.files import replace_atomically
 
 
 class ReviewError(ValueError):
@@ -27,7 +31,7 @@ class ReviewArgumentParser(argparse.ArgumentParser):
 
 class _LowerLevelFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
+        message = console(record.getMessage())  # it may quote a record: a probe, a word of the vocabulary
         return message if record.levelno == logging.INFO else f"{record.levelname.lower()}: {message}"
 
 
@@ -56,3 +60,19 @@ def output_dir(out: str | Path | None, *, default: Path) -> Path:
         raise ReviewError(f"{setting} is not writable ({err.strerror or type(err).__name__}): "
                           "pass a directory you can write to with --out DIR") from None
     return path
+
+
+def written(path: Path, write: Callable[[Path], object]) -> Path:
+    """``write(tmp)``, then ``path`` replaced by it: an output is never written through a link (a compare.csv that
+    links to a file elsewhere is replaced, and that file left as it is). An OSError (the disk filled up after
+    the check of --out) is one line."""
+    try:
+        replace_atomically(path, write)
+    except OSError as err:
+        raise ReviewError(f"cannot write {path.name} in {path.parent} ({err.strerror or type(err).__name__}): "
+                          "choose another directory with --out DIR") from None
+    return path
+
+
+def written_text(path: Path, text: str) -> Path:
+    return written(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

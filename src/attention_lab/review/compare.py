@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attention_lab.review.chart_metric import chart_metric, shown
-from attention_lab.review.cli import ReviewError
-from attention_lab.review.escape import csv_cell, markdown_cell, markdown_code, one_line
+from attention_lab.review.cli import written, written_text
+from attention_lab.review.escape import console, csv_cell, markdown_cell, markdown_code, one_line
 from attention_lab.review.sweep import Group, Job, Sweep, mean_std, seed_groups
 
 if TYPE_CHECKING:
@@ -154,14 +154,15 @@ def rich_table(sweep: Sweep):
     from rich.table import Table
 
     header, rows = table_rows(sweep)
-    table = Table(title=escape(f"Sweep {sweep.dir}"), caption=escape(caption(sweep)), caption_justify="left")
+    table = Table(title=escape(console(f"Sweep {sweep.dir}")), caption=escape(console(caption(sweep))),
+                  caption_justify="left")
     styles = {"ok": "green", "failed": "bold red", "interrupted": "magenta", "running": "yellow", "stale": "magenta"}
     for name in header:
         numeric = name in sweep.metric_names or name in ("steps_to_solve", "params", "steps", "wall time")
-        table.add_column(escape(name), justify="right" if numeric else "left", overflow="fold",
+        table.add_column(escape(console(name)), justify="right" if numeric else "left", overflow="fold",
                          style="dim" if name == "error" else None)
     for job, row in zip(sweep.jobs, rows, strict=True):
-        row = [escape(cell) for cell in row]  # text from the records is never markup
+        row = [escape(console(cell)) for cell in row]  # text from the records is never markup, nor a terminal's command
         row[2] = f"[{styles[job.status]}]{job.status}[/]"
         table.add_row(*row, style="bold" if job.best else None)
     return table
@@ -255,10 +256,10 @@ def rich_group_table(sweep: Sweep, groups: list[Group]):
     table = Table(title="Seeds: jobs that differ only in seed", caption="mean ± sample std (n) of the ok jobs",
                   caption_justify="left")
     for name in header:
-        table.add_column(escape(name), justify="left" if name in ("configuration", "seeds", "jobs") else "right",
+        table.add_column(escape(console(name)), justify="left" if name in ("configuration", "seeds", "jobs") else "right",
                          overflow="fold")
     for row in rows:
-        table.add_row(*[escape(cell) for cell in row])
+        table.add_row(*[escape(console(cell)) for cell in row])
     return table
 
 
@@ -329,13 +330,10 @@ def write_reports(sweep: Sweep, out: Path, stem: str = "compare") -> dict[str, P
     if show_groups(groups):
         paths["groups_csv"] = out / f"{stem}_groups.csv"
         markdown += "\n" + groups_to_markdown(sweep, groups)
-    try:
-        paths["csv"].write_text(to_csv(sweep))
-        paths["markdown"].write_text(markdown)
-        if "groups_csv" in paths:
-            paths["groups_csv"].write_text(groups_to_csv(sweep, groups))
-        bar_chart(sweep, paths["png"])
-    except OSError as err:  # e.g. the disk filled up after the check
-        raise ReviewError(f"cannot write the reports in {out} ({err.strerror or type(err).__name__}): "
-                          "choose another directory with --out DIR") from None
+    written_text(paths["csv"], to_csv(sweep))
+    written_text(paths["markdown"], markdown)
+    if "groups_csv" in paths:
+        written_text(paths["groups_csv"], groups_to_csv(sweep, groups))
+    written(paths["png"], lambda tmp: bar_chart(sweep, tmp))
     return paths
+

@@ -1,7 +1,8 @@
 """Text from a sweep's records made safe for each place the review tools write it. Overrides, errors, metric
 names and directory names are data that anyone could have written: a spreadsheet must not run them as a formula,
-a Markdown table must keep its columns and render no HTML, and rich must not read them as markup (matplotlib's
-math text is turned off where the labels are drawn: see ``parse_math=False`` in the bar chart)."""
+a Markdown table must keep its columns and render no HTML, a terminal must not run their escape sequences, and
+rich must not read them as markup (matplotlib's math text is turned off where the labels are drawn: see
+``parse_math=False`` in the bar chart)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # Not "_": metric names such as val/seq_acc stay readable in the raw file (an underscore inside a word
 # emphasises nothing).
 MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]|])")
-CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+# C0, DEL and C1: ESC (and C1's CSI, OSC) start a terminal's commands (set its title, move the cursor, rewrite
+# the clipboard); CR and backspace overwrite what the line said.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]+")  # a tab only moves the cursor on
 
 
 def csv_cell(value: Any) -> Any:
@@ -28,6 +32,13 @@ def csv_cell(value: Any) -> Any:
 def one_line(text: str) -> str:
     """Newlines, tabs and other control characters as one space: a table cell is one line."""
     return CONTROL.sub(" ", text)
+
+
+def console(text: object) -> str:
+    """Text for a terminal, each of its lines without control characters but tabs (a run as one space): every
+    console line that holds anything from a record (an override, an error, a name) goes through here, so that a
+    record cannot send the terminal commands."""
+    return "\n".join(TERMINAL_CONTROL.sub(" ", line) for line in str(text).split("\n"))
 
 
 def html(text: str) -> str:

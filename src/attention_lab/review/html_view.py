@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from attention_lab.review.attention_maps import AttentionMaps
+from attention_lab.review.cli import written_text
 
 # The renderer, shared with the TensorBoard tab (which imports the same file as a module).
 HEAD_VIEW_JS = Path(__file__).with_name("static") / "head_view.js"
@@ -128,5 +129,4 @@ def render_html(maps: AttentionMaps, *, decimals: int = 4, opening: dict | None 
 
 
 def write_html(maps: AttentionMaps, path: Path, opening: dict | None = None) -> Path:
-    path.write_text(render_html(maps, opening=opening), encoding="utf-8")
-    return path
+    return written_text(path, render_html(maps, opening=opening))

@@ -98,8 +98,5 @@ def line_plot(lines: dict[str, list[Point]], x: str, line: str, metric: str, pat
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=9)
-    try:
-        fig.savefig(path)
-    except OSError as err:
-        raise ReviewError(f"cannot write {path} ({err.strerror or type(err).__name__}): choose another --out") from None
+    fig.savefig(path)
     return path

@@ -17,10 +17,11 @@ from attention_lab.data.tasks import task_head_score_kind
 from attention_lab.errors import ConfigError
 from attention_lab.head_metrics import best_head, score_grid
 from attention_lab.review.attention_maps import AttentionMaps
-from attention_lab.review.cli import ReviewError, output_dir
+from attention_lab.review.cli import ReviewError, output_dir, written
 from attention_lab.review.grid import grid_figure, save_grid_png
 from attention_lab.review.html_view import write_html
 from attention_lab.review.maps import RunFiles, compute_maps, describe_run, find_run, load_module
+from attention_lab.run.contained import escaping_link
 from attention_lab.run.files import METRICS, read_json, tensorboard_dir
 
 log = logging.getLogger(__name__)
@@ -88,23 +89,37 @@ def add_to_tensorboard(maps: AttentionMaps, log_dir: Path, step: int, tag: str) 
         writer.close()
 
 
+def refuse_links(run_dir: Path, name: str, setting: str, instead: str) -> None:
+    """The run dir is data: a link in its ``name`` (visualize/, tensorboard/) must not lead what visualize.py
+    writes out of it. Raises ReviewError before anything is loaded."""
+    found = escaping_link(run_dir, only=name)
+    if found is not None:
+        path, what = found
+        raise ReviewError(f"{setting} is invalid: the run's {path} is {what}, and visualize.py writes only into the "
+                          f"run dir, without following it (remove the link, or {instead})")
+
+
 def visualize(run: str | Path, text: str | None = None, *, out: str | Path | None = None,
               tensorboard: bool = False) -> dict[str, Any]:
     """Returns the maps and the paths written. The output directory is checked before the model is loaded."""
     files = find_run(run)
-    out_dir = output_dir(out, default=files.run_dir / "visualize")
+    default = files.run_dir / "visualize"
+    if out is None:
+        refuse_links(files.run_dir, default.name, f"the default output directory {default} (no --out given)",
+                     "pass --out DIR")
+    if tensorboard:
+        refuse_links(files.run_dir, "tensorboard", "--tensorboard", "leave out --tensorboard")
+    out_dir = output_dir(out, default=default)
     if text is None:
         text = run_probe(files.config or {})
         log.info("no text= given: using the run's probe sentence %r", text)
     module, step = load_module(files)
     maps = compute_maps(module, text, description=describe_run(files, module))
     stem = unique_stem(out_dir, text)
-    try:
-        result: dict[str, Any] = {"maps": maps, "step": step, "checkpoint": files.checkpoint, "png": save_grid_png(maps, out_dir / f"{stem}.png"),
-                                  "html": write_html(maps, out_dir / f"{stem}.html", opening_head(files))}
-    except OSError as err:  # e.g. the disk filled up after the check
-        raise ReviewError(f"cannot write the maps in {out_dir} ({err.strerror or type(err).__name__}): "
-                          "choose another directory with --out DIR") from None
+    result: dict[str, Any] = {
+        "maps": maps, "step": step, "checkpoint": files.checkpoint,
+        "png": written(out_dir / f"{stem}.png", lambda tmp: save_grid_png(maps, tmp)),
+        "html": write_html(maps, out_dir / f"{stem}.html", opening_head(files))}
     if tensorboard:
         log_dir = tensorboard_dir(files.run_dir)
         add_to_tensorboard(maps, log_dir, step, stem)

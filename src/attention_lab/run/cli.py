@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from attention_lab.review.escape import console
 from attention_lab.run.describe import describe, expected_error
 from attention_lab.run.knob_types import check_knob_types
 from attention_lab.run.overrides import is_override
@@ -52,10 +53,12 @@ def relaunch_resumed_sweep(argv: Sequence[str], sweep_dir: Path | None, config_d
         return
     if os.environ.get(RELAUNCHED_SWEEP) == str(sweep_dir) and ("-m" in argv or "--multirun" in argv):
         return
-    from attention_lab.run.sweep_resume import command_line
+    from attention_lab.run.run_dir import resuming_sweep
+    from attention_lab.run.sweep_resume import command_line, resume_value
 
-    try:
-        relaunched = command_line(argv, config_dir)
+    try:  # a second resume of the sweep is refused before it reads a record another one may be rewriting
+        with resuming_sweep(sweep_dir, f"resume={resume_value(argv)}", holder=False):
+            relaunched = command_line(argv, config_dir)
     except Exception as err:  # noqa: BLE001 - fail() says it in one line
         fail(err, argv)
     os.environ[RELAUNCHED_SWEEP] = str(sweep_dir)
@@ -64,14 +67,19 @@ def relaunch_resumed_sweep(argv: Sequence[str], sweep_dir: Path | None, config_d
     os.execv(sys.executable, [sys.executable, str(script), *relaunched])
 
 
-def record_kept(argv: Sequence[str], sweep_dir: Path | None) -> contextlib.AbstractContextManager[None]:
-    """``resume=<sweep dir>`` (``sweep_dir``): its multirun.yaml survives Hydra's rewrite of it (see
-    sweep_resume.record_kept)."""
+@contextlib.contextmanager
+def resumed_sweep(argv: Sequence[str], sweep_dir: Path | None) -> Iterator[None]:
+    """``resume=<sweep dir>`` (``sweep_dir``): the only resume of the sweep until its jobs have ended (see
+    run_dir.resuming_sweep), and its multirun.yaml survives Hydra's rewrite of it (see sweep_resume.record_kept)."""
+    from attention_lab.run.run_dir import resuming_sweep
     from attention_lab.run.sweep_resume import record_kept, resume_value
 
     if sweep_dir is None:
-        return contextlib.nullcontext()
-    return record_kept(sweep_dir, f"resume={resume_value(argv)}")
+        yield
+        return
+    setting = f"resume={resume_value(argv)}"
+    with resuming_sweep(sweep_dir, setting, holder=True), record_kept(sweep_dir, setting):
+        yield
 
 
 def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:
@@ -87,10 +95,14 @@ def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:
         relaunch_resumed_sweep(argv, sweep_dir, config_dir, script)
         try:
             check_knob_types(argv)
-            with record_kept(argv, sweep_dir):
+            with resumed_sweep(argv, sweep_dir):
                 hydra_main()
         except Exception as err:  # noqa: BLE001 - fail() says it in one line
             fail(err, argv)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted (Ctrl-C)\n")
         sys.exit(130)
+    except SystemExit as stop:  # the one line a refused command or a failed sweep ends with may quote a record
+        if isinstance(stop.code, str):
+            sys.exit(console(stop.code))
+        raise

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import errno
+import os
 import types
 import typing
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from hydra.errors import MissingConfigException, OverrideParseException
@@ -77,10 +80,20 @@ def describe_omegaconf(error: OmegaConfBaseException, overrides: Sequence[str]) 
     return f"{given} is invalid: {one_line(error.msg or type(error).__name__)}"
 
 
+def unwritable(error: BaseException | None) -> bool:
+    """A write the filesystem refused: it is full (or over quota), or read-only. Not a bug. (EACCES is left out:
+    a read can raise it too.)"""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+
+
 def describe(error: BaseException, overrides: Sequence[str] = ()) -> str:
     """One line for ``error``; ``overrides`` (the command line's) let it quote the setting as it was typed."""
     if isinstance(error, (ConfigError, TrainingDiverged, TrainingInterrupted)):
         return one_line(str(error))
+    for cause in (error, error.__cause__):  # the cause: logging's "Unable to configure handler" for a log file
+        if isinstance(cause, OSError) and unwritable(cause):
+            where = f"in {Path(os.fsdecode(cause.filename)).parent}" if cause.filename else "its files"
+            return one_line(f"cannot write {where} ({cause.strerror or errno.errorcode.get(cause.errno, 'OSError')})")
     if isinstance(error, MissingConfigException) and error.missing_cfg_file:
         group, _, value = error.missing_cfg_file.rpartition("/")
         options = [o for o in (error.options or []) if not o.endswith("_schema")]
@@ -102,4 +115,5 @@ def expected_error(error: BaseException) -> bool:
     """Errors about the input or the run, not bugs: no traceback file for them."""
     from hydra.errors import HydraException
 
-    return isinstance(error, (ConfigError, TrainingDiverged, HydraException, OmegaConfBaseException))
+    return isinstance(error, (ConfigError, TrainingDiverged, HydraException, OmegaConfBaseException)) \
+        or unwritable(error) or unwritable(error.__cause__)

@@ -20,16 +20,22 @@ LAST_CHECKPOINT = "last.ckpt"  # the end of training: the model metrics.json des
 BEST_CHECKPOINT = "best.ckpt"  # the best validation (ModelCheckpoint's filename in configs/callbacks/default.yaml)
 CHECKPOINT_SUFFIX = ".ckpt"
 TRACEBACK = "traceback.txt"
-LOCK = ".run.lock"
+LOCK = ".run.lock"  # held by the process training in a run dir
+RESUME_LOCK = ".resume.lock"  # held by the resume of a sweep, in the sweep dir
 SAVED_OVERRIDES = Path(".hydra") / "overrides.yaml"
 SAVED_CONFIG = Path(".hydra") / "config.yaml"
 
 
-def replace_atomically(path: Path, write: Callable[[Path], None]) -> None:
+def replace_atomically(path: Path, write: Callable[[Path], object]) -> None:
     """``write(tmp)`` beside ``path``, then rename it over ``path``: readers see the old file or the new one, and
-    a failed write (a full disk) leaves the old one and no temp file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    a failed write (a full disk) leaves the old one and no temp file. Nothing is written through a link: a symlink
+    at ``path`` is replaced, not followed, and the temp file is a new file (created exclusively, after removing
+    whatever had its name). The temp file keeps ``path``'s suffix, which writers such as matplotlib's savefig read
+    the format from."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
     try:
+        tmp.unlink(missing_ok=True)  # a link planted under the temp file's name is removed, not followed
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
         write(tmp)
         os.replace(tmp, path)
     except BaseException:
@@ -39,6 +45,10 @@ def replace_atomically(path: Path, write: Callable[[Path], None]) -> None:
 
 def write_json(path: Path, data: Any) -> None:
     replace_atomically(path, lambda tmp: tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n"))
+
+
+def write_text(path: Path, text: str) -> None:
+    replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def save_yaml(config: Any, path: Path) -> None:

@@ -6,12 +6,14 @@ into it, so a dir that already holds a run is left as it is.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,16 +26,22 @@ from attention_lab.run.files import (
     LOCK,
     METRICS,
     MULTIRUN_RECORD,
+    RESUME_LOCK,
     RUN_INFO,
     SUMMARY,
     save_yaml,
     secondary_process,
+    write_text,
 )
 from attention_lab.run.run_info import RunRecord, RunStatus
 
 
 class RunDirTaken(ConfigError):
     """A job's dir holds another run: the job fails without writing anything there."""
+
+
+class RunDirBusy(ConfigError):
+    """Another process trains in the run dir right now (it holds the dir's lock); it records how the run ends."""
 
 
 def now() -> str:
@@ -90,8 +98,8 @@ class RunDirLock:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             handle.close()
-            raise ConfigError(f"{setting} is invalid: {holder} is training in {self.path.parent} right now; "
-                              "wait for it to end, or stop it first") from None
+            raise RunDirBusy(f"{setting} is invalid: {holder} is training in {self.path.parent} right now; "
+                             "wait for it to end, or stop it first") from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
@@ -102,6 +110,41 @@ class RunDirLock:
         if self.handle is not None:
             self.handle.close()
             self.handle = None
+
+
+@contextlib.contextmanager
+def resuming_sweep(sweep_dir: Path, setting: str, *, holder: bool) -> Iterator[None]:
+    """One resume of a sweep at a time, held from before the resume reads the sweep's records until its last job
+    has ended. The lock is on the sweep dir itself, so that a resume refused as busy, or one refused for its
+    input, has written nothing there; the process that goes on to run the sweep (``holder``) writes who it is
+    into ``.resume.lock``, which a second resume names. The kernel drops the lock when the process ends."""
+    try:
+        fd = os.open(sweep_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as err:
+        raise ConfigError(f"{setting} is invalid: its dir cannot be opened ({err.strerror or type(err).__name__})") \
+            from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            named = (sweep_dir / RESUME_LOCK).read_text(errors="replace").strip() \
+                if (sweep_dir / RESUME_LOCK).is_file() else ""
+            raise ConfigError(f"{setting} is busy: another resume of this sweep is running "
+                              f"({named[:80] or 'another process'}); wait for it to end, or stop it first") from None
+        if holder:
+            try:
+                write_text(sweep_dir / RESUME_LOCK, f"pid {os.getpid()} on {socket.gethostname()}\n")
+            except OSError as err:
+                raise ConfigError(f"{setting} is invalid: its dir cannot be written "
+                                  f"({err.strerror or type(err).__name__}), and resuming the sweep writes its jobs' "
+                                  "records there; make room or make it writable, then resume it again") from None
+        try:
+            yield
+        finally:
+            if holder:  # before the lock goes: the next resume's name is never removed
+                (sweep_dir / RESUME_LOCK).unlink(missing_ok=True)
+    finally:
+        os.close(fd)
 
 
 class RunInfo:

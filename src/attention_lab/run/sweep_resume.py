@@ -157,7 +157,13 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
 
 
 def check_room(sweep_dir: Path, setting: str) -> None:
-    """A resume rewrites the sweep's records first: on a disk without room for them it does not start."""
+    """A resume rewrites the sweep's records first: on a disk without room for them, or in a dir it cannot write
+    (a read-only mount, which binds root too), it does not start."""
+    for folder in [sweep_dir, *sorted(p for p in sweep_dir.iterdir() if p.is_dir() and not p.is_symlink())]:
+        if not os.access(folder, os.W_OK):
+            name = "it" if folder == sweep_dir else f"its {folder.name}/"
+            raise ConfigError(f"{setting} is invalid: {name} cannot be written (read-only, or not writable by you), "
+                              "and resuming the sweep writes its jobs' records there; make it writable, then resume it again")
     needed = 2 * (sweep_dir / MULTIRUN_RECORD).stat().st_size + RECORD_HEADROOM
     free = shutil.disk_usage(sweep_dir).free
     if free < needed:

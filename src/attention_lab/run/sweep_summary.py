@@ -21,6 +21,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from attention_lab.review.escape import csv_cell
 from attention_lab.run.describe import describe
 from attention_lab.run.files import (
     FOLDS,
@@ -119,12 +120,11 @@ def write_summary(sweep_dir: Path, *, final: bool = False) -> dict[str, Any]:
 
         def write_csv(tmp: Path) -> None:
             with open(tmp, "w", newline="") as handle:
-                writer = csv.writer(handle)
-                writer.writerow(["job", "status", "error", "wall_time_s", "output_dir", "overrides", *metric_keys])
-                for row in rows:
-                    writer.writerow([row["job"], row["status"], row["error"] or "", row["wall_time_s"],
-                                     row["output_dir"], " ".join(row["overrides"]),
-                                     *(row["metrics"].get(k, "") for k in metric_keys)])
+                table = [["job", "status", "error", "wall_time_s", "output_dir", "overrides", *metric_keys]]
+                table += [[row["job"], row["status"], row["error"] or "", row["wall_time_s"], row["output_dir"],
+                           " ".join(row["overrides"]), *(row["metrics"].get(k, "") for k in metric_keys)] for row in rows]
+                # Every cell as in compare.csv: text that a spreadsheet would run as a formula is escaped.
+                csv.writer(handle).writerows([csv_cell(cell) for cell in cells] for cells in table)
 
         replace_atomically(sweep_dir / SUMMARY_CSV, write_csv)
     return document

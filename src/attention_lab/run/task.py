@@ -7,21 +7,24 @@ A single run exits with one ``error:`` line; a failed sweep job is recorded and 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.errors import ConfigError, TrainingInterrupted
+from attention_lab.review.escape import console
 from attention_lab.run import resume as resuming
 from attention_lab.run import sweep_resume
 from attention_lab.run.context import RunContext
-from attention_lab.run.describe import describe, expected_error
+from attention_lab.run.describe import describe, expected_error, unwritable
 from attention_lab.run.files import (
     CHECKPOINTS,
     LAST_CHECKPOINT,
@@ -34,7 +37,7 @@ from attention_lab.run.files import (
     secondary_process,
 )
 from attention_lab.run.overrides import override_key, run_name
-from attention_lab.run.run_dir import RunDirLock, RunDirTaken, RunInfo
+from attention_lab.run.run_dir import RunDirBusy, RunDirLock, RunDirTaken, RunInfo
 from attention_lab.run.run_info import RunRecord, RunStatus
 from attention_lab.run.signals import StopSignals
 from attention_lab.run.sweep_jobs import swept_keys
@@ -43,7 +46,8 @@ from attention_lab.run.tracebacks import full_error_requested
 
 
 def stderr(line: str) -> None:
-    sys.stderr.write(line + "\n")
+    """One console line of a run or job: it names overrides and errors, which a resumed sweep read from records."""
+    sys.stderr.write(console(line) + "\n")
     sys.stderr.flush()
 
 
@@ -92,6 +96,7 @@ class RunTask:
                 job = sweep_resume.job_plan(self.run_dir, self.overrides, str(cfg.optimized_metric)) \
                     if self.resumed_sweep else None
                 if job is not None and job.action is sweep_resume.JobAction.KEEP:  # before the lock: not one byte of an ok job changes
+                    self.forget_refusal()  # its dir holds its own run (job_plan checked): a refusal was another's
                     stderr(f"{self.where}: ok, kept as it is")
                     return job.metric
                 if self.lock is not None:
@@ -130,7 +135,12 @@ class RunTask:
             finally:
                 if self.lock is not None:
                     self.lock.release()
-        self.end(RunStatus.OK)
+        try:
+            self.end(RunStatus.OK)
+        except OSError as error:
+            if not unwritable(error):
+                raise
+            self.cannot_write(error)
         return metrics.get(cfg.optimized_metric)
 
     def claim_job_dir(self, job: sweep_resume.JobPlan | None) -> None:
@@ -142,6 +152,10 @@ class RunTask:
                               f"({' '.join(previous.overrides)}), which is left as it is; two jobs of "
                               "the sweep have the same dir (see hydra.sweep.subdir)")
         self.owns_dir = True
+        self.forget_refusal()
+
+    def forget_refusal(self) -> None:
+        """The job runs in, or keeps, its own dir: its row in the summary is its run's again."""
         if self.sweep_dir is not None and self.job is not None:
             record_refusal(self.sweep_dir, self.job, self.overrides, None)
 
@@ -163,11 +177,37 @@ class RunTask:
             write_summary(self.sweep_dir)
 
     def fail(self, err: BaseException, stop: StopSignals) -> None:
+        if unwritable(err):
+            with contextlib.suppress(OSError):  # a record may still fit where a checkpoint did not
+                if self.info.record is not None:
+                    self.end(RunStatus.FAILED, describe(err))
+            self.cannot_write(err)
+        try:
+            return self.record_failure(err, stop)
+        except OSError as error:  # recording the failure failed in turn: the disk is full, or read-only
+            if not unwritable(error):
+                raise
+            self.cannot_write(error)
+
+    def cannot_write(self, error: OSError) -> NoReturn:
+        """The disk is full or read-only: the run stops in one line (no traceback, which could not be written
+        either). A sweep stops as a whole, as its next jobs would fail the same way; a resume continues it."""
+        if self.multirun:
+            sweep_dir = self.sweep_dir or self.run_dir.parent
+            stderr(f"error: {self.where} stopped the sweep: {describe(error)}; free some space (or make the dir "
+                   f"writable), then continue it with: python scripts/train.py resume={sweep_dir}")
+        else:
+            stderr(f"error: {describe(error)}; free some space (or make the dir writable), then run it again")
+        sys.exit(1)
+
+    def record_failure(self, err: BaseException, stop: StopSignals) -> None:
         if isinstance(err, ConfigError) and self.info.record is None:
             # Rejected before the run started: the run dir's record stays as it was.
             if self.multirun and not self.owns_dir:  # the dir is another run's: nothing is written there
                 stderr(f"error: {self.where} failed: {describe(err)}")
-                if self.sweep_dir is not None:  # the summary counts it as failed, in place of that run
+                if self.sweep_dir is not None and not isinstance(err, RunDirBusy):
+                    # The summary counts it as failed, in place of the run its dir holds. Not when another process
+                    # trains in the dir: that process records how the job ends, and a refusal would outlive it.
                     record_refusal(self.sweep_dir, self.job, self.overrides, describe(err))
                 return None
             if self.multirun:

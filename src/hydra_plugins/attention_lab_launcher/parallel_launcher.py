@@ -40,6 +40,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from attention_lab.review.escape import console
 from hydra_plugins.attention_lab_launcher.lifeline import watch_launcher
 
 log = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ class ParallelLauncher(Launcher):
             while running or (pending and stop.signum is None):
                 while pending and len(running) < self.n_jobs and stop.signum is None:
                     idx, overrides = pending.pop(0)
-                    log.info("\t#%d : %s", initial_job_idx + idx, " ".join(filter_overrides(overrides)))
+                    log.info("\t#%d : %s", initial_job_idx + idx, console(" ".join(filter_overrides(overrides))))
                     receiver, sender = context.Pipe(duplex=False)
                     lifeline, keeper = context.Pipe(duplex=False)  # this process holds the only writer: see lifeline
                     process = context.Process(target=run_in_child, args=(
@@ -225,5 +226,5 @@ class ParallelLauncher(Launcher):
         failed = JobReturn(overrides=list(overrides), cfg=config, hydra_cfg=config, status=JobStatus.FAILED)
         failed.return_value = error  # what the job's return value re-raises for the callbacks
         self.hydra_context.callbacks.on_job_end(config=config, job_return=failed)
-        sys.stderr.write(f"error: job {num} ({' '.join(filter_overrides(overrides))}) failed: {error}\n")
+        sys.stderr.write(console(f"error: job {num} ({' '.join(filter_overrides(overrides))}) failed: {error}") + "\n")
         return ended_without_value(overrides)
