@@ -22,7 +22,7 @@ from typing import Any
 
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import ChoiceSweep, Glob, Override
+from hydra.core.override_parser.types import ChoiceSweep, Glob, Override, QuotedString
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -61,6 +61,8 @@ def chosen_options(override: Override) -> list[str]:
 
 def interpolated(value: Any) -> bool:
     """Whether a parsed override value (text, a number, a list, a dict) holds an interpolation anywhere."""
+    if isinstance(value, QuotedString):  # a sweep's quoted choice, as Hydra's parser keeps it
+        value = value.text
     if isinstance(value, dict):
         return any(interpolated(item) for item in [*value.keys(), *value.values()])
     if isinstance(value, list):
