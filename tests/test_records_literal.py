@@ -45,6 +45,8 @@ def outside(tmp_path) -> Path:
 
 INTERPOLATIONS = {  # the real payloads: each gets through today's checks as a plain string
     "torch_load": "callbacks.early_stopping='${{oc.create:{{_target_:torch.load,f:${{resume}}/notes.pt,weights_only:false}}}}'",
+    "torch_load_double_quoted": 'callbacks.early_stopping="${{oc.create:{{_target_:torch.load,f:${{resume}}/notes.pt,'
+                                'weights_only:false}}}}"',  # how a sweep's record gets through today's checks to a job
     "os_mkdir": "callbacks.early_stopping='${{oc.create:{{_target_:os.mkdir,path:{marker}}}}}'",
     "allowed_class_writing_outside": "logger.tensorboard='${{oc.create:{{_target_:lightning.pytorch.loggers."
                                      "TensorBoardLogger,save_dir:{marker}}}}}'",
@@ -94,7 +96,7 @@ def test_a_pickle_in_the_dir_never_runs(tmp_path, outside, sweep):
     """The whole resume, as a user runs it: one error line, and the dir's pickle is never loaded."""
     overrides = [*TINY, *QUIET]
     where = fake_sweep(tmp_path, ["heads=1,2", *overrides], []) if sweep else run_record(tmp_path, overrides)
-    line = payload("torch_load", where, outside / "marker")
+    line = payload("torch_load_double_quoted" if sweep else "torch_load", where, outside / "marker")
     if sweep:
         record = json.loads((where / "multirun.yaml").read_text())
         record["hydra"]["overrides"]["task"].append(line)
