@@ -51,8 +51,8 @@ INTERPOLATIONS = {  # the real payloads: each gets through today's checks as a p
     "allowed_class_writing_outside": "logger.tensorboard='${{oc.create:{{_target_:lightning.pytorch.loggers."
                                      "TensorBoardLogger,save_dir:{marker}}}}}'",
     "environment": "probe='${{oc.env:HOME}}'",
-    "decode": "lr='${{oc.decode:\"0.01\"}}'",
-    "select": "lr=${{oc.select:weight_decay}}",
+    "decode": "callbacks.early_stopping='${{oc.decode:\"{{_target_: os.mkdir, path: {marker}}}\"}}'",
+    "select": "lr=${{oc.select:max_steps}}",
     "in_a_dict": "callbacks.early_stopping={{monitor:'${{oc.env:HOME}}'}}",
     "in_a_sweep": "lr=0.01,'${{oc.env:HOME}}'",
     "in_a_swept_list": "tags=choice([a],['${{oc.env:HOME}}'])",
@@ -187,3 +187,5 @@ def test_a_record_reads_its_own_corpus_or_the_one_its_user_names(tmp_path, outsi
     secret = outside / "secret.txt"
     (run_dir / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in [*TINY, f"task.corpus={secret}"]))
     check_command_line([f"resume={run_dir}", f"task.corpus={secret}"])  # named on the command line: the user's
+    sweep_dir = fake_sweep(tmp_path, ["heads=1,2", *TINY, f"task.corpus={secret}"], [])
+    assert f"task.corpus={secret}" in command_line([f"resume={sweep_dir}", f"task.corpus={secret}"], CONFIG_DIR)

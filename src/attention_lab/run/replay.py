@@ -193,4 +193,4 @@ def check_corpus(replayed: DictConfig, baseline: DictConfig, home: Path, setting
     if not any(path.is_relative_to(root.resolve()) for root in (home, DEFAULT_CORPUS.parent)):
         raise ConfigError(f"{setting} is invalid: its overrides set {CORPUS}={corpus}, a file outside it; a record "
                           f"reads only its own dir or the project's data ({DEFAULT_CORPUS.parent}); to read that "
-                          f"file, give {CORPUS}={corpus} on the command line yourself")
+                          f"file, repeat the record's {CORPUS} override on your command line")
