@@ -43,10 +43,10 @@ def outside(tmp_path) -> Path:
     return folder
 
 
-INTERPOLATIONS = {  # the real payloads: each gets through today's checks as a plain string
+INTERPOLATIONS = {  # the real payloads: each passed the replay checks as a plain string before values were literal
     "torch_load": "callbacks.early_stopping='${{oc.create:{{_target_:torch.load,f:${{resume}}/notes.pt,weights_only:false}}}}'",
     "torch_load_double_quoted": 'callbacks.early_stopping="${{oc.create:{{_target_:torch.load,f:${{resume}}/notes.pt,'
-                                'weights_only:false}}}}"',  # how a sweep's record gets through today's checks to a job
+                                'weights_only:false}}}}"',  # the spelling that reached a sweep job
     "os_mkdir": "callbacks.early_stopping='${{oc.create:{{_target_:os.mkdir,path:{marker}}}}}'",
     "allowed_class_writing_outside": "logger.tensorboard='${{oc.create:{{_target_:lightning.pytorch.loggers."
                                      "TensorBoardLogger,save_dir:{marker}}}}}'",
