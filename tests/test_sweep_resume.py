@@ -46,7 +46,8 @@ def test_resume_finishes_failed_interrupted_and_never_started_jobs(tmp_path):
     corpus.mkdir()
     shutil.copy(ROOT / "src" / "attention_lab" / "data" / "corpus.txt", corpus / "good.txt")
     # job 0: ok; job 1: its corpus file is missing (fails in the job); job 2: interrupted; job 3: never started
-    first = interrupted_sweep(sweep_dir, "seed=0,1", f"task.corpus={corpus / 'good.txt'},{corpus / 'late.txt'}")
+    corpora = f"task.corpus={corpus / 'good.txt'},{corpus / 'late.txt'}"  # outside the sweep dir: named on each resume
+    first = interrupted_sweep(sweep_dir, "seed=0,1", corpora)
     assert first.returncode == 128 + signal.SIGTERM, first.stderr[-3000:]
     assert f"resume={sweep_dir} (the whole sweep)" in first.stderr
     jobs = summary(sweep_dir)
@@ -55,7 +56,7 @@ def test_resume_finishes_failed_interrupted_and_never_started_jobs(tmp_path):
     ok_job = snapshot(sweep_dir / "0")
 
     # The corpus is still missing: job 2 is finished, jobs 1 and 3 fail, and the exit status says so.
-    again = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)
+    again = run_script(TRAIN, f"resume={sweep_dir}", corpora, timeout=300)
     assert again.returncode == 1 and "Traceback" not in again.stderr, again.stderr[-3000:]
     assert error_lines(again)[-1].startswith("error: 2 jobs still failed or interrupted after resuming the sweep")
     jobs = summary(sweep_dir)
@@ -64,7 +65,7 @@ def test_resume_finishes_failed_interrupted_and_never_started_jobs(tmp_path):
     assert json.loads((sweep_dir / "2" / "run_info.json").read_text())["attempts"] == 2
 
     shutil.copy(corpus / "good.txt", corpus / "late.txt")
-    done = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)
+    done = run_script(TRAIN, f"resume={sweep_dir}", corpora, timeout=300)
     assert done.returncode == 0 and not error_lines(done), done.stderr[-3000:]
     jobs = summary(sweep_dir)
     assert {n: row["status"] for n, row in jobs.items()} == {0: "ok", 1: "ok", 2: "ok", 3: "ok"}

@@ -37,6 +37,7 @@ from attention_lab.run.context import RunContext
 from attention_lab.run.device import resolve_accelerator
 from attention_lab.run.files import METRICS, write_json
 from attention_lab.run.signals import StopSignals
+from attention_lab.run.writes import check_writes
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +52,12 @@ def resolved(cfg: DictConfig) -> DictConfig:
     return config
 
 
-def instantiate_all(group: DictConfig | None, run_name: str = "") -> list[Any]:
+def instantiate_all(cfg: DictConfig, group: str, run_name: str = "") -> dict[str, Any]:
     """Instantiate every entry of a group like `callbacks:` or `logger:` that has a _target_, handing the run's name
-    to those that show it."""
-    if not group:
-        return []
-    return [hydra.utils.instantiate(node, **run_name_argument(node, run_name))
-            for node in group.values() if node and "_target_" in node]
+    to those that show it; keyed by the setting each was built from (``logger.tensorboard``)."""
+    nodes = cfg.get(group) or {}
+    return {f"{group}.{key}": hydra.utils.instantiate(node, **run_name_argument(node, run_name))
+            for key, node in nodes.items() if node and "_target_" in node}
 
 
 def run_name_argument(node: DictConfig, run_name: str) -> dict[str, str]:
@@ -153,8 +153,8 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
         raise TrainingInterrupted(stop.signum, 0, None)
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
     graceful, solved, end_note = GracefulStop(stop), StepsToSolve(), RunEndNote(stop, output_dir)
-    callbacks = [*instantiate_all(cfg.get("callbacks"), context.name), graceful, StopOnNonFiniteLoss(), RngState(), solved,
-                 LatestCheckpoint(), end_note]
+    configured, loggers = instantiate_all(cfg, "callbacks", context.name), instantiate_all(cfg, "logger", context.name)
+    callbacks = [*configured.values(), graceful, StopOnNonFiniteLoss(), RngState(), solved, LatestCheckpoint(), end_note]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
@@ -162,9 +162,10 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     datamodule.setup("fit")  # the batches of an epoch, for the progress bar's epoch count (Trainer.fit reuses them)
     max_epochs = epochs_for_steps(cfg.trainer, len(datamodule.train_dataloader()), resuming=checkpoint is not None)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, accelerator=accelerator, callbacks=callbacks,
-                                                 logger=instantiate_all(cfg.get("logger"), context.name) or False,
+                                                 logger=list(loggers.values()) or False,
                                                  plugins=[AtomicCheckpointIO()],
                                                  **({"max_epochs": max_epochs} if max_epochs else {}))
+    check_writes(context.run_dir or output_dir, output_dir, trainer, {**configured, **loggers})
     if checkpoint is not None:
         log.info("resuming %s from %s", output_dir, checkpoint)
     elif context.resume_from is not None:

@@ -13,3 +13,4 @@ class RunContext:
     name: str = ""  # the run's overrides (attention_lab.run.overrides.run_name): its TensorBoard run, its map titles
     shown_hparams: tuple[str, ...] = ()  # what a sweep job's sweep varies: HParams columns beside every knob
     resume_from: Path | None = None  # the run dir whose checkpoints this run continues from; None = from step 0
+    run_dir: Path | None = None  # the run's own dir (Hydra's output dir), the only place it writes; None = paths.output_dir

@@ -1,8 +1,8 @@
 """``resume=<run dir>``: continue a run in its own dir, with its own config.
 
 A run dir is data, never code. Its ``.hydra/overrides.yaml`` is read as YAML, must be a list of plain
-overrides that touch no ``hydra.*`` setting, and the config they compose may only instantiate the
-``_target_`` classes that the project's own config files name. Overrides that would change the model or the
+overrides with literal values that touch no ``hydra.*`` setting, and the config they compose may only instantiate
+the ``_target_`` classes that the project's own config files name (:mod:`.replay`). Overrides that would change the model or the
 task are rejected. Nothing in the run dir changes until the resumed run has started.
 """
 
@@ -75,8 +75,11 @@ def plan_resume(value: str, command_overrides: Sequence[str]) -> ResumePlan:
 def check_resumed_config(plan: ResumePlan, resumed: DictConfig, original: DictConfig, baseline: DictConfig,
                          config_dir: Path) -> None:
     """The composed config of a resumed run is one the project's configs allow (:func:`replay.check_config`) and
-    keeps its model and task."""
+    keeps its model and task. A corpus the run's overrides name is read from its dir, unless this command
+    names it itself."""
     replay.check_config(resumed, baseline, replay.allowed_targets(config_dir), plan.setting)
+    if replay.CORPUS not in {override_key(o) for o in plan.extra}:
+        replay.check_corpus(resumed, baseline, plan.run_dir, plan.setting)
     for key in KEPT_ON_RESUME:
         before = OmegaConf.to_container(original[key], resolve=True)
         after = OmegaConf.to_container(resumed[key], resolve=True)

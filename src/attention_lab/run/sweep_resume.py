@@ -10,8 +10,10 @@ An Optuna sweep asks new trials instead: its study (in the sweeper's ``storage``
 ``hydra.sweeper.n_trials`` complete trials in total, the new trials in new job dirs after the existing ones.
 
 The sweep dir is data, never code: its overrides are read as YAML and get the checks of ``resume=<run dir>``
-(no ``hydra.*`` setting beyond the few below, only the project's ``_target_`` classes, each job's model and task
-unchanged). A resume may add only settings that say how long to train and where the jobs run.
+(literal values, no ``hydra.*`` setting beyond the few below, only the project's ``_target_`` classes, each job's
+model and task unchanged) before the sweep is launched again: the relaunched process gets them, checked, as its
+command line, and each job that continues checks its own dir's record again. A resume may add only settings that
+say how long to train and where the jobs run.
 """
 
 from __future__ import annotations
@@ -145,10 +147,13 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
         given = {override_key(o) for o in added}
         overrides = [o for o in [*task, *hydra] if override_key(o) not in given] + added
         overrides += [f"resume={sweep_dir}", f"hydra.sweep.dir={sweep_dir}"]
+        named = {override_key(arg) for arg in argv if is_override(arg)}  # this command's own (repeated) settings
         for variant in sweep_variants(overrides):
-            replay.check_config(compose(config_name, overrides=variant, return_hydra_config=True),
-                                compose(config_name, overrides=replay.group_choices(variant), return_hydra_config=True),
-                                allowed, setting)
+            replayed = compose(config_name, overrides=variant, return_hydra_config=True)
+            baseline = compose(config_name, overrides=replay.group_choices(variant), return_hydra_config=True)
+            replay.check_config(replayed, baseline, allowed, setting)
+            if replay.CORPUS not in named:
+                replay.check_corpus(replayed, baseline, sweep_dir, setting)
         first = compose(config_name, overrides=sweep_variants(overrides)[0], return_hydra_config=True)
         if first.hydra.runtime.choices.get("hydra/sweeper") == "optuna":
             overrides += optuna_overrides(sweep_dir, first.hydra.sweeper, setting)

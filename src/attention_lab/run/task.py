@@ -122,7 +122,8 @@ class RunTask:
                     # HParams columns beside every knob: what the sweep varies (a single run: none more).
                     shown_hparams=tuple(swept_keys(self.sweep_dir, HydraConfig.get().sweeper.get("params")))
                     if self.multirun else (),
-                    resume_from=self.run_dir if plan else None)  # a resumed run's dir is its own (hydra.run.dir)
+                    resume_from=self.run_dir if plan else None,  # a resumed run's dir is its own (hydra.run.dir)
+                    run_dir=self.run_dir)
                 self.info.begin(job=self.job, overrides=plan.overrides if plan else self.overrides,
                                 resume=bool(plan) or job is not None)  # a resumed sweep's job: attempts go on
                 if plan is not None and self.lock is not None:
