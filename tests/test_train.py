@@ -15,7 +15,7 @@ from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from attention_lab.run.files import tensorboard_dir
 from attention_lab.tensorboard_logger import tensorboard_tag
-from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, run_train
+from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, compose_config, run_train
 
 MODELS = ["simple", "self", "cross", "multihead", "multihead_concat"]
 # A few real steps with validation (at steps 3 and 6) and attention maps: enough for every run-dir file.
@@ -105,6 +105,23 @@ def test_steps_to_solve_is_the_first_validation_at_099(solved_run: Path, events)
     # index); steps_to_solve counts the steps taken, as global_step does.
     assert metrics_of(solved_run)["steps_to_solve"] == first + 1
     assert events.Scalars("hp/steps_to_solve")[-1].value == first + 1  # beside the final metrics in HParams
+
+
+def test_the_default_run_stops_when_it_is_solved(solved_run: Path):
+    """One rule for "solved" and for early stopping: the run takes no step after its steps_to_solve."""
+    metrics = metrics_of(solved_run)
+    assert metrics["steps_to_solve"] is not None and metrics["global_step"] == metrics["steps_to_solve"], metrics
+
+
+def test_solved_and_early_stopping_share_one_threshold():
+    import hydra
+
+    from attention_lab.callbacks.steps_to_solve import SOLVED, StepsToSolve, StopWhenSolved
+
+    early_stopping = compose_config().callbacks.early_stopping
+    # the config names the callback and no threshold of its own: the one written in steps_to_solve.py
+    assert hydra.utils.get_class(early_stopping._target_) is StopWhenSolved and "threshold" not in early_stopping
+    assert StopWhenSolved().threshold == StepsToSolve().threshold == SOLVED == SOLVED_AT  # written once
 
 
 def test_run_dir_layout(solved_run: Path):
