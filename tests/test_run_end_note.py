@@ -41,7 +41,7 @@ def test_max_steps_reached(tmp_path: Path):
 def test_early_stopping_names_the_step_and_the_metric(tmp_path: Path):
     run_dir = tmp_path / "run"
     # Any val/seq_acc is above -1: the first validation (step 3) stops the run.
-    proc = run_train(run_dir, "max_steps=60", "callbacks.early_stopping.threshold=-1", *TINY)
+    proc = run_train(run_dir, "max_steps=60", "+callbacks.early_stopping.threshold=-1", *TINY)
     note = closing_lines(proc.stdout + proc.stderr)
     assert re.search(r"stopped: early stopping at step 3: solved, val/seq_acc = \d\.\d{4} >= -1$", note[0]), note
     assert_next_commands(note, run_dir)
