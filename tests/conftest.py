@@ -26,6 +26,7 @@ from filelock import FileLock
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from attention_lab.callbacks.steps_to_solve import SOLVED
 from attention_lab.config import register_configs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,9 +200,9 @@ def tiny_trained_run(tmp_path_factory) -> Path:
 # The default experiment (`python scripts/train.py`) must reach >= 0.99 validation sequence accuracy well
 # before this bound (measured: first at step 150 on CPU, seed 0; perfect 1.0 at a few hundred steps).
 SOLVED_RUN_MAX_STEPS = 600
-# Stop as soon as val/seq_acc >= 0.99 (EarlyStopping's threshold is a strict ">"; accuracies are multiples
-# of 1/val_size), so the final metrics.json of the run is the solved model, measured once more.
-SOLVED_AT = 0.99
+# The default run stops as soon as val/seq_acc >= 0.99 (callbacks/steps_to_solve.py), so the final metrics.json of
+# the run is the solved model, measured once more.
+SOLVED_AT = SOLVED
 # Training subprocesses of the tests use one intra-op thread: the models are tiny, and on a busy machine
 # (tests running side by side) torch's default of one thread per core slows every step many times over.
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -224,5 +225,5 @@ def solved_run(tmp_path_factory) -> Path:
             for key, value in SINGLE_THREAD_ENV.items():
                 mp.setenv(key, value)
             run_train(folder / "run", f"max_steps={SOLVED_RUN_MAX_STEPS}", "log_attention_every_n_steps=50",
-                      f"callbacks.early_stopping.stopping_threshold={SOLVED_AT - 1e-4}", timeout=600)
+                      timeout=600)
     return built_once(tmp_path_factory, "solved_run", build) / "run"

@@ -282,6 +282,10 @@ def test_logging_events_and_time_in_logger():
     assert overhead.logging_events(run, 3) == [3.0, 4.0, 5.0]
     # ... which logs nothing new when its step was just logged.
     assert overhead.logging_events(run, 7) == [0.1]
+    # The schedule thins out (callbacks/log_schedule.py): at every_n_steps=1, steps 1..20, every 2nd to 40, every 4th
+    # to 80; step 50 is none of them, so the end of training logs too.
+    long_run = {"map_logger_hooks_s": {"on_train_batch_end": [float(i + 1) for i in range(50)], "on_train_end": [0.5]}}
+    assert overhead.logging_events(long_run, 1) == [*range(1, 21), *range(22, 40, 2), 40, 44, 48, 0.5]
     assert overhead.time_in_logger(run) == pytest.approx(0.1 + 0.2 + 3.0 + 0.1 + 0.2 + 4.0 + 0.1 + 5.0)
 
 

@@ -340,4 +340,5 @@ def test_run_names_say_what_was_set():
                      "hydra.run.dir=/x", "resume=/x", "device=cpu", "task.corpus=/data/my.txt"]) == \
         "position=rope,task.corpus=_data_my.txt"
     assert run_name([]) == ""
+    assert run_name(["probe=The cat sat on the mat", "device=cpu"]) == "probe=The cat sat on the mat"  # its maps
     assert len(run_name([f"tags=[{'x' * 300}]", f"task.corpus={'y' * 300}"])) == 150

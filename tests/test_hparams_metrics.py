@@ -3,6 +3,7 @@ beside the final val/* metrics, and each run writes the Custom Scalars layout th
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import TENSORS, EventAccumulator
@@ -12,6 +13,7 @@ from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from attention_lab.callbacks.scalars_layout import CATEGORY
 from attention_lab.run.files import tensorboard_dir
+from attention_lab.tensorboard_logger import tensorboard_tag
 from attention_lab.train import hparams_metrics
 from conftest import run_train
 
@@ -43,7 +45,8 @@ def test_a_run_writes_its_metrics_and_the_layout(tmp_path: Path):
     layout = layout_pb2.Layout.FromString(event.tensor_proto.string_val[0])
     (category,) = [c for c in layout.category if c.title == CATEGORY]
     charts = {chart.title: list(chart.multiline.tag) for chart in category.chart}
-    assert charts["loss"] == ["^train/loss$", "^val/loss$", "^ood/loss$"]
+    assert charts["loss"] == [f"^{re.escape(tensorboard_tag(f'{split}/loss'))}$" for split in ("train", "val", "ood")]
     assert set(charts) == {"loss", "sequence accuracy", "token accuracy"}
     logged = set(events.Tags()["scalars"])
-    assert {"train/loss", "val/loss"} <= logged  # the layout's tags are the ones the run logs
+    assert {tensorboard_tag("train/loss"), tensorboard_tag("val/loss")} <= logged  # the layout's tags are the run's
+    assert all(re.fullmatch(charts["loss"][0], tag) is None for tag in logged - {tensorboard_tag("train/loss")})

@@ -201,7 +201,7 @@ def test_sigterm_during_the_final_validation_stops_it_at_once_and_is_recorded(tm
     assert not (run_dir / "metrics.json").exists()
     # Stopped inside it: a final validation that ran to its end would have logged its val/ metrics.
     assert list((run_dir / "tensorboard").rglob("events.out.tfevents.*"))
-    assert not any(tag.startswith("val/") for tag in logged_tags(run_dir)), sorted(logged_tags(run_dir))
+    assert not any("val/" in tag for tag in logged_tags(run_dir)), sorted(logged_tags(run_dir))
 
 
 # --- no half-written checkpoints -------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from attention_lab.run.next_commands import tensorboard_command, visualize_command
+from attention_lab.callbacks.run_end_note import shown_path
+from attention_lab.data.probe import EXAMPLE_TEXT
+from attention_lab.run.next_commands import ATTENTION_TAB, tensorboard_command, visualize_command
 from conftest import QUIET, ROOT, TRAIN, run_train, script_env, signal_when
 
 TINY = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=3", "~callbacks.attention_maps",
@@ -41,9 +43,9 @@ def test_max_steps_reached(tmp_path: Path):
 def test_early_stopping_names_the_step_and_the_metric(tmp_path: Path):
     run_dir = tmp_path / "run"
     # Any val/seq_acc is above -1: the first validation (step 3) stops the run.
-    proc = run_train(run_dir, "max_steps=60", "callbacks.early_stopping.stopping_threshold=-1", *TINY)
+    proc = run_train(run_dir, "max_steps=60", "+callbacks.early_stopping.threshold=-1", *TINY)
     note = closing_lines(proc.stdout + proc.stderr)
-    assert re.search(r"stopped: early stopping at step 3: val/seq_acc = \d\.\d{4} > -1(\.0)?$", note[0]), note
+    assert re.search(r"stopped: early stopping at step 3: solved, val/seq_acc = \d\.\d{4} >= -1$", note[0]), note
     assert_next_commands(note, run_dir)
 
 
@@ -59,3 +61,28 @@ def test_an_interrupted_run_says_so(tmp_path: Path):
     stopped = [line for line in out.splitlines() if "stopped: " in line]
     assert len(stopped) == 1 and re.search(r"stopped: interrupted by SIGTERM at step \d+$", stopped[0]), out[-3000:]
     assert_next_commands(closing_lines(stdout + stderr)[:3], run_dir)
+
+
+def test_the_final_table_shows_steps_as_whole_numbers_and_says_when_none_came():
+    from attention_lab.train import metrics_table
+
+    table = metrics_table({"val/loss": 0.01234, "global_step": 400, "params": 21427, "steps_to_solve": None,
+                           "formation_step": 140.0, "hparams": {"heads": 4}})
+    rows = dict(line.split(None, 1) for line in table.splitlines())
+    assert rows == {"val/loss": "0.0123", "global_step": "400", "params": "21427", "steps_to_solve": "not solved",
+                    "formation_step": "140"}
+    assert "formation_step  not formed" in metrics_table({"formation_step": None})
+
+
+def test_the_induction_note_suggests_a_sentence_with_a_repeat(tmp_path: Path):
+    from attention_lab.callbacks.run_end_note import RunEndNote
+    from attention_lab.data.probe import example_text
+    from attention_lab.run.signals import StopSignals
+
+    words = example_text("induction").split()
+    half = len(words) // 2
+    assert half >= 2 and words[:half] == words[half:]  # a sequence and its repeat, where the model predicts
+    assert example_text("reverse") == EXAMPLE_TEXT
+    note = RunEndNote(StopSignals(), tmp_path, example=example_text("induction")).note()
+    assert visualize_command(shown_path(tmp_path), example_text("induction")) in note
+    assert f"{tensorboard_command(shown_path(tmp_path))}   # then the attention tab: {ATTENTION_TAB}" in note

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from attention_lab.head_metrics import ENTROPY, FAMILIES
+from attention_lab.tensorboard_logger import tensorboard_tag
 from conftest import SOLVED_RUN_MAX_STEPS
 from tb_server import TensorBoard, serve
 
@@ -34,10 +35,11 @@ def run_of(tags_by_run: dict) -> dict:
 
 def test_server_serves_the_scalars(tensorboard: TensorBoard):
     tags = run_of(tensorboard.get_json("/data/plugin/scalars/tags"))
-    expected = {"train/loss", "train/token_acc", "train/seq_acc", "val/loss", "val/token_acc", "val/seq_acc",
-                "lr-AdamW", "attention_entropy/layer0/head0", "attention_entropy/layer1/head3"}
+    curves = {tensorboard_tag(f"{split}/{metric}") for split in ("train", "val")
+              for metric in ("loss", "token_acc", "seq_acc")}
+    expected = curves | {"lr-AdamW", "attention_entropy/layer0/head0", "attention_entropy/layer1/head3"}
     assert expected <= set(tags)
-    points = tensorboard.get_json("/data/plugin/scalars/scalars", run=RUN, tag="val/seq_acc")
+    points = tensorboard.get_json("/data/plugin/scalars/scalars", run=RUN, tag=tensorboard_tag("val/seq_acc"))
     assert points and points[-1][2] >= 0.99  # [wall_time, step, value]
 
 

@@ -14,7 +14,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from attention_lab.run.files import tensorboard_dir
-from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, run_train
+from attention_lab.tensorboard_logger import tensorboard_tag
+from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, compose_config, run_train
 
 MODELS = ["simple", "self", "cross", "multihead", "multihead_concat"]
 # A few real steps with validation (at steps 3 and 6) and attention maps: enough for every run-dir file.
@@ -98,12 +99,29 @@ def test_default_experiment_reaches_099_val_sequence_accuracy(solved_run: Path, 
 
 def test_steps_to_solve_is_the_first_validation_at_099(solved_run: Path, events):
     """metrics.json's steps_to_solve, checked against the val/seq_acc curve TensorBoard holds."""
-    curve = [(event.step, event.value) for event in events.Scalars("val/seq_acc")]
+    curve = [(event.step, event.value) for event in events.Scalars(tensorboard_tag("val/seq_acc"))]
     first = next(step for step, value in curve if value >= 0.99)
     # Lightning plots the validation that follows n training steps at step n - 1 (the last training step's
     # index); steps_to_solve counts the steps taken, as global_step does.
     assert metrics_of(solved_run)["steps_to_solve"] == first + 1
     assert events.Scalars("hp/steps_to_solve")[-1].value == first + 1  # beside the final metrics in HParams
+
+
+def test_the_default_run_stops_when_it_is_solved(solved_run: Path):
+    """One rule for "solved" and for early stopping: the run takes no step after its steps_to_solve."""
+    metrics = metrics_of(solved_run)
+    assert metrics["steps_to_solve"] is not None and metrics["global_step"] == metrics["steps_to_solve"], metrics
+
+
+def test_solved_and_early_stopping_share_one_threshold():
+    import hydra
+
+    from attention_lab.callbacks.steps_to_solve import SOLVED, StepsToSolve, StopWhenSolved
+
+    early_stopping = compose_config().callbacks.early_stopping
+    # the config names the callback and no threshold of its own: the one written in steps_to_solve.py
+    assert hydra.utils.get_class(early_stopping._target_) is StopWhenSolved and "threshold" not in early_stopping
+    assert StopWhenSolved().threshold == StepsToSolve().threshold == SOLVED == SOLVED_AT  # written once
 
 
 def test_run_dir_layout(solved_run: Path):
@@ -160,16 +178,16 @@ def test_events_hold_an_attention_map_for_every_layer_and_head(events, solved_cf
 
 def test_events_hold_the_scalars(events, solved_cfg, solved_run: Path):
     scalars = set(events.Tags()["scalars"])
-    for stage in ("train", "val"):
-        assert {f"{stage}/loss", f"{stage}/token_acc", f"{stage}/seq_acc"} <= scalars
+    for stage in ("train", "val"):  # the learning curves, in the section TensorBoard shows first
+        assert {tensorboard_tag(f"{stage}/{metric}") for metric in ("loss", "token_acc", "seq_acc")} <= scalars
     assert "lr-AdamW" in scalars
     assert events.Scalars("lr-AdamW")[-1].value == pytest.approx(solved_cfg.lr)
     assert {f"attention_entropy/layer{layer}/head{head}" for layer in range(solved_cfg.layers)
             for head in range(solved_cfg.model.num_heads)} <= scalars
-    final = events.Scalars("val/seq_acc")[-1]
+    final = events.Scalars(tensorboard_tag("val/seq_acc"))[-1]
     metrics = metrics_of(solved_run)
     assert (final.step, final.value) == (metrics["global_step"], pytest.approx(metrics["val/seq_acc"]))
-    assert len(events.Scalars("train/loss")) > 1
+    assert len(events.Scalars(tensorboard_tag("train/loss"))) > 1
 
 
 def test_events_hold_hparams_with_the_final_metrics(events, solved_run: Path):
@@ -242,8 +260,7 @@ def test_parallel_sweep_runs_jobs_in_parallel_processes(tmp_path: Path, single_t
 def test_headline_command_solves_its_task(tmp_path: Path, single_thread):
     """`python scripts/train.py model=multihead heads=3` reaches >= 0.99 val/seq_acc on its default task."""
     run_dir = tmp_path / "heads3"
-    run_train(run_dir, "model=multihead", "heads=3", f"max_steps={SOLVED_RUN_MAX_STEPS}",
-              f"callbacks.early_stopping.stopping_threshold={SOLVED_AT - 1e-4}", timeout=900)
+    run_train(run_dir, "model=multihead", "heads=3", f"max_steps={SOLVED_RUN_MAX_STEPS}", timeout=900)
     assert metrics_of(run_dir)["val/seq_acc"] >= SOLVED_AT
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from attention_lab.callbacks.log_schedule import is_logged
 from benchmarks.rows import Row, check, median
 from benchmarks.training import MAPS_OFF
 
@@ -17,12 +18,12 @@ OUTSIDE_FIT = ("setup", "teardown")  # hooks that run before fit starts or after
 
 
 def logging_events(run: dict, every_n_steps: int) -> list[float]:
-    """Seconds of the calls that logged: the batch ends at multiples of ``every_n_steps`` (batch i ends
-    step i + 1), then the end of training unless its step was just logged."""
+    """Seconds of the calls that logged: the batch ends at the steps of the logging schedule (batch i ends
+    step i + 1; ``every_n_steps`` its first interval), then the end of training unless its step was just logged."""
     hooks = run["map_logger_hooks_s"]
     batch_ends = hooks.get("on_train_batch_end", [])
-    events = [s for i, s in enumerate(batch_ends) if (i + 1) % every_n_steps == 0]
-    return events + (hooks.get("on_train_end", []) if len(batch_ends) % every_n_steps else [])
+    events = [s for i, s in enumerate(batch_ends) if is_logged(i + 1, every_n_steps)]
+    return events + (hooks.get("on_train_end", []) if not is_logged(len(batch_ends), every_n_steps) else [])
 
 
 def time_in_logger(run: dict) -> float:

@@ -18,9 +18,8 @@ from typing import Any
 import lightning as L
 import torch
 
+from attention_lab.callbacks.steps_to_solve import is_solved
 from benchmarks.hook_profiler import CallbackHookProfiler
-
-SOLVED = 0.99  # val/seq_acc at which the default task counts as solved
 
 
 class Stopwatch:
@@ -116,7 +115,7 @@ class BenchmarkTimer(L.Callback):
             return
         value = float(value)
         self.best_seq_acc = value if self.best_seq_acc is None else max(self.best_seq_acc, value)
-        if value >= SOLVED and self.walls["solved"] is None:
+        if is_solved(value) and self.walls["solved"] is None:
             self.walls["solved"] = time.time()
             self.solved_step = trainer.global_step
 

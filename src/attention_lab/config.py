@@ -149,7 +149,7 @@ class TrainConfig:
     max_epochs: int | None = None
     optimized_metric: str = "val/seq_acc"
     probe: str | None = None  # the words whose attention the run shows; None = the task's own (data/probe.py)
-    log_attention_every_n_steps: int = 200
+    log_attention_every_n_steps: int = 10  # the first interval (callbacks/log_schedule.py)
     num_predictions_logged: int = 4
     ablation: list[str] | None = None  # head ablations at the end: zero, mean; None = both (where heads learn)
     ablation_every_validation: bool = False  # ... and at every validation during training

@@ -30,6 +30,7 @@ from attention_lab.callbacks.run_record import RunRecord
 from attention_lab.callbacks.steps_to_solve import StepsToSolve
 from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
 from attention_lab.config import Mask, Position
+from attention_lab.data.probe import example_text
 from attention_lab.epochs_from_steps import epochs_for_steps
 from attention_lab.errors import TrainingInterrupted
 from attention_lab.run import startup_gc
@@ -104,13 +105,22 @@ def hparams_metrics(metrics: dict[str, Any], optimized_metric: str) -> dict[str,
             if isinstance(metrics.get(key), (int, float))}
 
 
+# The steps the final metrics table shows, and what it says for one that never came (None in metrics.json).
+TABLE_STEPS = {"global_step": "-", "steps_to_solve": "not solved", "formation_step": "not formed"}
+
+
 def metrics_table(metrics: dict[str, Any]) -> str:
-    """The final metrics as a small aligned table (entropies and hparams stay in metrics.json)."""
-    shown = {k: v for k, v in metrics.items() if k.startswith(("val/", "ood/")) or k in ("steps_to_solve", "global_step", "params")}
+    """The final metrics as a small aligned table (entropies and hparams stay in metrics.json): the metrics to 4
+    decimals, the steps as whole numbers."""
+    shown = {k: v for k, v in metrics.items() if k.startswith(("val/", "ood/")) or k in (*TABLE_STEPS, "params")}
     width = max(map(len, shown))
-    rows = [f"  {key:<{width}}  {value:.4f}" if isinstance(value, float) else f"  {key:<{width}}  {value}"
-            for key, value in shown.items()]
-    return "\n".join(rows)
+
+    def cell(key: str, value: Any) -> str:
+        if key in TABLE_STEPS:
+            return TABLE_STEPS[key] if value is None else str(int(value))
+        return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+    return "\n".join(f"  {key:<{width}}  {cell(key, value)}" for key, value in shown.items())
 
 
 def interruption(signum: int, trainer: L.Trainer, graceful: GracefulStop) -> TrainingInterrupted:
@@ -152,7 +162,8 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     if stop.signum is not None:  # a signal while the data was built: stop before the model and the trainer
         raise TrainingInterrupted(stop.signum, 0, None)
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
-    graceful, solved, end_note = GracefulStop(stop), StepsToSolve(), RunEndNote(stop, output_dir)
+    graceful, solved = GracefulStop(stop), StepsToSolve()
+    end_note = RunEndNote(stop, output_dir, example=example_text(cfg.task.name))
     configured, loggers = instantiate_all(cfg, "callbacks", context.name), instantiate_all(cfg, "logger", context.name)
     callbacks = [*configured.values(), graceful, StopOnNonFiniteLoss(), RngState(), solved, LatestCheckpoint(), end_note]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too

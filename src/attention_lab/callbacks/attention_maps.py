@@ -14,6 +14,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.path import Path
 
+from attention_lab.callbacks.log_schedule import is_logged
 from attention_lab.data.corpus import PAD_ID, UNK, tokenize
 from attention_lab.data.probe import probe_axes
 from attention_lab.plotting import attention_figure, label_path, run_title, weight_label
@@ -70,7 +71,8 @@ class HeatmapFigure:
 
 
 class AttentionMapLogger(L.Callback):
-    """Every ``every_n_steps`` training steps and at the end of training, logs a few validation predictions
+    """At the steps of :mod:`~attention_lab.callbacks.log_schedule` (``every_n_steps`` its first interval) and at
+    the end of training, logs a few validation predictions
     beside their targets (text ``predictions``); at the end of training, and every ``image_every_n_steps`` if
     given, one heatmap per layer and head for the probe sentence (tags ``attention/layer{l}/head{h}``).
 
@@ -112,7 +114,7 @@ class AttentionMapLogger(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         images = self.image_every_n_steps is not None and step % self.image_every_n_steps == 0
-        if images or step % self.every_n_steps == 0:
+        if images or is_logged(step, self.every_n_steps):
             self.log_maps(trainer, pl_module, images=images)
 
     def on_train_end(self, trainer, pl_module) -> None:

@@ -1,5 +1,5 @@
-"""The probe's attention as data for TensorBoard's attention tab: every layer and head, every logged step, as
-one tensor summary per step (see :mod:`attention_lab.tensorboard_plugin.summary`)."""
+"""The probe's attention as data for TensorBoard's attention tab: every layer and head, every logged step (densely
+early on: :mod:`~attention_lab.callbacks.log_schedule`), as one tensor summary per step (see :mod:`attention_lab.tensorboard_plugin.summary`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from tensorboard.compat.proto import event_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
+from attention_lab.callbacks.log_schedule import is_logged
 from attention_lab.data.corpus import tokenize
 from attention_lab.data.probe import probe_axes
 from attention_lab.tensorboard_plugin.summary import WordLayout, probe_summary
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 
 
 class AttentionSummaryLogger(L.Callback):
-    """Every ``every_n_steps`` training steps and at the end of training, writes the probe's weights of every
+    """At the steps of :mod:`~attention_lab.callbacks.log_schedule` (``every_n_steps`` its first interval) and at
+    the end of training, writes the probe's weights of every
     layer and head (tag ``attention_lab/probe``) into an event file of its own in the run's TensorBoard dir
     (TensorBoard reads every event file of a run dir; the writer is TensorBoard's public EventFileWriter, so no
     internals of the logger's SummaryWriter are touched). Nothing without a TensorBoard logger, or for a model
@@ -39,7 +41,7 @@ class AttentionSummaryLogger(L.Callback):
         self.probe_words = self.probe_words[: pl_module.config.context_length]
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step % self.every_n_steps == 0:
+        if is_logged(trainer.global_step, self.every_n_steps):
             self.log_probe(trainer, pl_module)
 
     def on_train_end(self, trainer, pl_module) -> None:

@@ -1,7 +1,8 @@
 """The last lines of a run on the console: why training stopped, and the commands that open this run next.
 
-A run stops at ``max_steps`` (or ``max_epochs``), early when ``callbacks.early_stopping`` sees its monitored metric
-past its threshold (the default: ``val/seq_acc`` solved), or on SIGINT/SIGTERM (see
+A run stops at ``max_steps`` (or ``max_epochs``), early when ``callbacks.early_stopping`` finds the task solved (the
+rule of ``steps_to_solve``, :mod:`attention_lab.callbacks.steps_to_solve`) or a Lightning ``EarlyStopping`` of the
+user's sees its monitored metric past its threshold, or on SIGINT/SIGTERM (see
 :class:`attention_lab.callbacks.graceful_stop.GracefulStop`). Nothing else is printed along the way."""
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 
-from attention_lab.run.next_commands import shown_path, tensorboard_command, visualize_command
+from attention_lab.callbacks.steps_to_solve import StopWhenSolved
+from attention_lab.data.probe import EXAMPLE_TEXT
+from attention_lab.run.next_commands import shown_path, tensorboard_line, visualize_command
 from attention_lab.run.signals import StopSignals
 
 log = logging.getLogger(__name__)
@@ -44,12 +47,16 @@ class RunEndNote(L.Callback):
     """Says why the run stopped and what to run next; ``note()`` is the closing block (train.py prints it after
     the final metrics), an interruption is said at once (the process ends with it)."""
 
-    def __init__(self, stop: StopSignals, run_dir: Path) -> None:
+    def __init__(self, stop: StopSignals, run_dir: Path, example: str = EXAMPLE_TEXT) -> None:
         self.stop, self.run_dir = stop, run_dir
+        self.example = example  # the sentence the visualize.py command runs (data.probe.example_text)
         self.reason: str | None = None
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         for callback in trainer.callbacks:
+            if isinstance(callback, StopWhenSolved) and callback.reason:
+                self.reason = callback.reason
+                return
             if isinstance(callback, EarlyStopping) and (reason := early_stop_reason(callback, trainer)):
                 self.reason = reason
                 return
@@ -73,5 +80,5 @@ class RunEndNote(L.Callback):
     def note(self) -> str:
         run_dir = shown_path(self.run_dir)
         return (f"stopped: {self.reason or 'unknown'}\n"
-                f"next: {tensorboard_command(run_dir)}\n"
-                f"      {visualize_command(run_dir)}")
+                f"next: {tensorboard_line(run_dir)}\n"
+                f"      {visualize_command(run_dir, self.example)}")

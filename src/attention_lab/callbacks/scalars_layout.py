@@ -1,6 +1,6 @@
-"""TensorBoard's Custom Scalars tab: loss and accuracies first, each on one chart with its training, validation
-and (when set) longer-input curves. The Scalars tab sorts its sections by name, so `attention_entropy/*` comes
-before `train/*`; this layout is the one place where a run opens on what it learned."""
+"""TensorBoard's Custom Scalars tab: loss and accuracies, each on one chart with its training, validation and (when
+set) longer-input curves (the Scalars and Time Series dashboards show them first too, each split on a card of its
+own: :mod:`attention_lab.tensorboard_logger`)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ import re
 import lightning as L
 from lightning.pytorch.loggers import TensorBoardLogger
 
+from attention_lab.tensorboard_logger import CURVES, SPLITS, tensorboard_tag
+
 # The charts, by the metric behind them; each chart's tags are whole-tag patterns (the tab reads them as regexes).
-CHARTS = {"loss": "loss", "sequence accuracy": "seq_acc", "token accuracy": "token_acc"}
-SPLITS = ("train", "val", "ood")
+CHARTS = dict(zip(("loss", "sequence accuracy", "token accuracy"), CURVES, strict=True))
 CATEGORY = "loss and accuracy"
 
 
 def layout() -> dict[str, dict[str, list]]:
     """``SummaryWriter.add_custom_scalars``'s layout: {category: {chart: ["Multiline", [tag regexes]]}}."""
-    return {CATEGORY: {title: ["Multiline", [f"^{re.escape(f'{split}/{metric}')}$" for split in SPLITS]]
+    return {CATEGORY: {title: ["Multiline", [f"^{re.escape(tensorboard_tag(f'{split}/{metric}'))}$" for split in SPLITS]]
                        for title, metric in CHARTS.items()}}
 
 

@@ -15,6 +15,12 @@ from attention_lab.data.tasks import build_task
 EXAMPLE_TEXT = "Your journey starts with one step"
 
 
+def example_text(task_name: str) -> str:
+    """The end-of-run note's example sentence for a run of task ``task_name``: EXAMPLE_TEXT in the shape of the
+    task's inputs (task=induction: a sequence and its repeat, where its model predicts)."""
+    return " ".join(build_task(task_name).example_words(EXAMPLE_TEXT.split()))
+
+
 def task_probe(probe: str | None, task: TaskConfig | Mapping[str, Any]) -> str:
     """``probe`` when given, else the task's probe as a sentence (its words joined by spaces)."""
     if probe is not None:

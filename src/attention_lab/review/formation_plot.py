@@ -12,7 +12,25 @@ from attention_lab.review.sweep import Sweep, seed_groups, seed_of
 
 PANELS = (("val/loss", "validation loss"), ("previous_token", "best previous-token score"),
           ("induction", "best induction score"))
+# The induction panel's labels (its y axis is 0..1): three rows low in the panel, each label's height, and the gap
+# its guide leaves below a dot.
+LABEL_ROWS, LABEL_HEIGHT, DOT_CLEARANCE = (0.03, 0.10, 0.17), 0.06, 0.04
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+
+
+def label_formations(ax, formations: dict[int, list[tuple[str, str, float]]]) -> None:
+    """Which seeds formed at each formation step, written low in the induction panel (below the curves, which
+    have left the bottom by then), one label a step (``seeds 3, 4``), on three staggered rows so that neighbouring
+    steps' labels do not meet; a dotted line leads up to the step's dots."""
+    for number, (step, runs) in enumerate(sorted(formations.items())):
+        seeds = [seed for seed, _, _ in runs]
+        colors = {color for _, color, _ in runs}
+        color = colors.pop() if len(colors) == 1 else "black"
+        y = LABEL_ROWS[number % len(LABEL_ROWS)]
+        ax.text(step, y, f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}", ha="center", va="bottom",
+                fontsize=7, color=color)
+        ax.plot([step, step], [y + LABEL_HEIGHT, min(v for _, _, v in runs) - DOT_CLEARANCE], linestyle=":",
+                linewidth=0.8, color=color)
 
 
 def formation_figure(sweep: Sweep, path: Path) -> Path:
@@ -25,6 +43,7 @@ def formation_figure(sweep: Sweep, path: Path) -> Path:
                           "'formation'): --plot needs a sweep such as experiment=induction_formation")
     fig = Figure(figsize=(8.5, 8.0), dpi=100, layout="constrained")
     axes = fig.subplots(len(PANELS), 1, sharex=True)
+    formations: dict[int, list[tuple[str, str, float]]] = {}  # formation step -> (seed, colour, induction score)
     for index, (group, jobs) in enumerate(groups):
         color = COLORS[index % len(COLORS)]
         for number, job in enumerate(jobs):
@@ -39,9 +58,9 @@ def formation_figure(sweep: Sweep, path: Path) -> Path:
                 if formed is not None and formed in steps:
                     ax.plot([formed], [values[steps.index(formed)]], marker="o", color=color, markersize=6,
                             markeredgecolor="black", linestyle="none")
-            if formed is not None:
-                axes[-1].annotate(f"seed {seed_of(job) or '?'}", (formed, history["threshold"]), fontsize=7,
-                                  xytext=(2, -10 - 8 * (number % 3)), textcoords="offset points", color=color)
+                    if key == PANELS[-1][0]:
+                        formations.setdefault(formed, []).append((seed_of(job) or "?", color, values[steps.index(formed)]))
+    label_formations(axes[-1], formations)
     threshold = next(jobs[0].formation["threshold"] for _, jobs in groups)
     axes[-1].axhline(threshold, color="grey", linestyle="--", linewidth=0.8,
                      label=f"formation: a head above layer 0 reaches {threshold:g}")

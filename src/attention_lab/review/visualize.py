@@ -112,7 +112,7 @@ def visualize(run: str | Path, text: str | None = None, *, out: str | Path | Non
     out_dir = output_dir(out, default=default)
     if text is None:
         text = run_probe(files.config or {})
-        log.info("no text= given: using the run's probe sentence %r", text)
+        log.info("no --text given: using the run's probe sentence %r", text)
     module, step = load_module(files)
     maps = compute_maps(module, text, description=describe_run(files, module))
     stem = unique_stem(out_dir, text)

@@ -7,6 +7,10 @@ import shlex
 from pathlib import Path
 
 from attention_lab.data.probe import EXAMPLE_TEXT
+from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME
+
+# TensorBoard's page on its default port, opened on the attention tab (the fragment names the dashboard).
+ATTENTION_TAB = f"http://localhost:6006/#{PLUGIN_NAME}"
 
 
 def shown_path(path: Path) -> Path:
@@ -32,6 +36,11 @@ def sweep_note(sweep_dir: Path) -> str:
 def tensorboard_command(run_dir: Path) -> str:
     """TensorBoard on this run alone, every logged step kept (scripts/start_tensorboard.py)."""
     return f"python scripts/start_tensorboard.py {shlex.quote(str(run_dir))}"
+
+
+def tensorboard_line(run_dir: Path) -> str:
+    """The command, and the tab to open once it runs (a shell comment: the line still pastes as a command)."""
+    return f"{tensorboard_command(run_dir)}   # then the attention tab: {ATTENTION_TAB}"
 
 
 def visualize_command(run_dir: Path, text: str = EXAMPLE_TEXT) -> str:

@@ -12,8 +12,9 @@ def override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
-# Settings that change how a run is shown or where it runs, not what it trains: left out of its name.
-NOT_IN_NAME = ("resume", "hydra", "trainer.enable_progress_bar", "callbacks", "logger", "probe", "threads",
+# Settings that change how a run is shown or where it runs, not what it trains: left out of its name. Not `probe`:
+# runs that differ in it alone show different maps, and TensorBoard tells them apart by their names.
+NOT_IN_NAME = ("resume", "hydra", "trainer.enable_progress_bar", "callbacks", "logger", "threads",
                "device", "log_attention_every_n_steps", "num_predictions_logged", "tags")
 
 

@@ -89,17 +89,20 @@ class Source:
                 "weights": weights_for_page(weights)}
 
     def scores(self, run: str, step: int) -> list[dict]:
-        """The head-score and ablation grids of ``run`` as logged at or before ``step``; [] when none."""
-        listing = self.provider.list_scalars(self.ctx, experiment_id=self.experiment,
-                                             plugin_name=scalar_metadata.PLUGIN_NAME,
-                                             run_tag_filter=data_provider.RunTagFilter(runs=[run]))
-        tags = [tag for tag in listing.get(run, {}) if parse_tag(tag) is not None]
-        if not tags:
-            return []
-        self.check_sizes(run)
-        read = self.provider.read_scalars(self.ctx, experiment_id=self.experiment,
-                                          plugin_name=scalar_metadata.PLUGIN_NAME,
-                                          run_tag_filter=data_provider.RunTagFilter(runs=[run], tags=tags),
-                                          downsample=MAX_POINTS)
-        series = {tag: sorted((d.step, float(d.value)) for d in points) for tag, points in read.get(run, {}).items()}
+        """The head-score and ablation grids of ``run`` as logged at or before ``step``; [] when none. They are
+        TensorBoard scalars when measured at every validation, this plugin's own scalars when measured once, at
+        the end (:func:`~attention_lab.tensorboard_plugin.summary.end_values_summary`)."""
+        series: dict[str, list[tuple[int, float]]] = {}
+        for plugin in (scalar_metadata.PLUGIN_NAME, PLUGIN_NAME):
+            listing = self.provider.list_scalars(self.ctx, experiment_id=self.experiment, plugin_name=plugin,
+                                                 run_tag_filter=data_provider.RunTagFilter(runs=[run]))
+            tags = [tag for tag in listing.get(run, {}) if parse_tag(tag) is not None]
+            if not tags:
+                continue
+            self.check_sizes(run)
+            read = self.provider.read_scalars(self.ctx, experiment_id=self.experiment, plugin_name=plugin,
+                                              run_tag_filter=data_provider.RunTagFilter(runs=[run], tags=tags),
+                                              downsample=MAX_POINTS)
+            series.update({tag: sorted((d.step, float(d.value)) for d in points)
+                           for tag, points in read.get(run, {}).items()})
         return [grid.to_json() for grid in grids_at(series, step)]

@@ -82,3 +82,17 @@ def check_weights(weights: np.ndarray, layout: WordLayout) -> np.ndarray:
         raise RecordError("tensor", f"shape {weights.shape} does not fit {len(layout.query_words)} x "
                                     f"{len(layout.key_words)} words")
     return weights.astype(np.float32)
+
+
+def end_values_summary(values: dict[str, float]) -> summary_pb2.Summary:
+    """Values measured once, at the end of a run (a run's head ablations), as scalars of this plugin's: the tab reads
+    them beside the head scores, and TensorBoard's Scalars and Time Series, which list the scalars of the
+    ``scalars`` plugin alone, show no one-point chart of each."""
+    metadata = summary_pb2.SummaryMetadata(
+        summary_description="measured once, at the end of the run",
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=PLUGIN_NAME),
+        data_class=summary_pb2.DATA_CLASS_SCALAR)
+    return summary_pb2.Summary(value=[
+        summary_pb2.Summary.Value(tag=tag, metadata=metadata,
+                                  tensor=tensor_util.make_tensor_proto(np.float32(value)))
+        for tag, value in values.items()])

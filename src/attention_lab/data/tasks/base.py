@@ -46,6 +46,11 @@ class Task:
         made of the vocabulary's words. By default a sentence: the corpus's first, cut to task.max_len words."""
         return first_sentence(sentences)[:config.max_len]
 
+    def example_words(self, words: list[str]) -> list[str]:
+        """An example input made of ``words`` (the end-of-run note's sentence for visualize.py): as they are, unless
+        the task's mechanism needs inputs of a shape of their own."""
+        return list(words)
+
     # Length generalisation. By default "longer" means what task.min_len..task.max_len bound: the same task
     # built for task.ood_min_len..task.ood_max_len, task.val_size examples. ood_min_len > max_len keeps the
     # set disjoint from training. A task whose inputs have another notion of length overrides these two.

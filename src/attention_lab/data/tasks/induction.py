@@ -62,6 +62,11 @@ class InductionTask(Task):
         sequence = corpus_words(sentences)[:min(max(first, lengths[0]), lengths[-1])]
         return sequence + sequence
 
+    def example_words(self, words: list[str]) -> list[str]:
+        """A sequence and its repeat, as the task's inputs are: the first half of ``words`` (at least 2), twice."""
+        sequence = words[:max(2, len(words) // 2)]
+        return sequence + sequence
+
     def pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
               rng: random.Random) -> tuple[Pairs, Pairs]:
         self.check(vocab, sentences, config)
