@@ -19,8 +19,9 @@ their outputs summed with weight ½ each (out_proj absorbs the constant; the hal
 and the third, the short gated convolution, becomes a short causal depthwise convolution and SiLU on q, k and v
 (``short_conv`` taps; 0: none), as in ``mamba2`` (:mod:`.short_conv`). The map is the T × T matrix the output is
 computed from, ½ (Taylor map, rows normalised) + ½ (window's softmax), over the convolved values; the weights
-path computes the output through ``hook_weights``. The fast path is that map up to ``chunk`` positions and the
-chunked prefix sums of ``linear`` beyond (time linear in T), plus the fused window softmax. Causal only.
+path computes the output through ``hook_weights``. The fast path is that map up to ``chunk`` positions; beyond,
+the Taylor branch in chunks (the kernel within a chunk, ``linear``'s prefix sums of the features across chunks)
+and the window a chunk of queries at a time: time linear in T. Causal only.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attention_lab.attention.arguments import check_positive_int, check_split_heads
 from attention_lab.attention.base import AttentionModule
 from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.functional import AttentionOutput, attend
-from attention_lab.attention.linear import causal_sums, safe_divide
+from attention_lab.attention.linear import safe_divide
 from attention_lab.attention.mamba2 import CHUNK
 from attention_lab.attention.masks import allowed_keys
 from attention_lab.attention.registry import register
@@ -54,6 +56,41 @@ def taylor_features(x: Tensor) -> Tensor:
 def taylor_kernel(scores: Tensor) -> Tensor:
     """1 + s + s²/2: φ(q)·φ(k) from s = q·k, without forming the features."""
     return 1.0 + scores + scores.square() / 2
+
+
+def in_chunks(x: Tensor, chunk: int) -> Tensor:
+    """(B, H, T, e) -> (B, H, N, chunk, e), zeros after the end (a zero ``keep`` there: hidden keys)."""
+    return F.pad(x, (0, 0, 0, -x.shape[-2] % chunk)).unflatten(2, (-1, chunk))
+
+
+def taylor_chunked(q: Tensor, k: Tensor, v: Tensor, keep: Tensor, chunk: int) -> Tensor:
+    """The Taylor branch in chunks, time linear in T: (B, H, T, d_v). keep: (B, 1, T, 1), 0 at a hidden key.
+
+    Within a chunk, the kernel 1 + s + s²/2 from the d'-wide scores (the features would be 1 + d' + d'² wide);
+    from the chunks before it, the running sums Σ φ(k_j) v_jᵀ and Σ φ(k_j) (``linear``'s prefix sums)."""
+    t = q.shape[-2]
+    q, k, v, keep = (in_chunks(z, chunk) for z in (q, k, v, keep))  # (B, H or 1, N, C, .)
+    within = (taylor_kernel(q @ k.transpose(-2, -1)) * keep.transpose(-2, -1)).tril()  # (B, H, N, C, C)
+    phi_q, phi_k = taylor_features(q), taylor_features(k) * keep  # (B, H, N, C, 1 + d' + d'²)
+    sums = torch.cat([phi_k.transpose(-2, -1) @ v, phi_k.sum(dim=-2)[..., None]], dim=-1)  # (B, H, N, F, d_v + 1)
+    before = torch.cat([torch.zeros_like(sums[:, :, :1]), sums.cumsum(dim=2)[:, :, :-1]], dim=2)  # earlier chunks'
+    numerator = within @ v + phi_q @ before[..., :-1]  # (B, H, N, C, d_v)
+    denominator = within.sum(dim=-1, keepdim=True) + phi_q @ before[..., -1:]  # (B, H, N, C, 1)
+    return safe_divide(numerator, denominator).flatten(2, 3)[:, :, :t]
+
+
+def window_chunked(q: Tensor, k: Tensor, v: Tensor, keep: Tensor, window: int, chunk: int) -> Tensor:
+    """softmax(s) over the last ``window`` positions: (B, H, T, d_v). Up to a chunk wide, each chunk's queries meet
+    only its own and the previous chunk's keys (time linear in T); wider, the whole causal band at once."""
+    t = q.shape[-2]
+    if window > chunk:
+        mask = keep.transpose(-2, -1).bool()  # (B, 1, 1, T)
+        return attend(q, k, v, causal=True, mask=mask, window=window, scale=1.0, need_weights=False).context
+    q, k, v, keep = (in_chunks(z, chunk) for z in (q, k, v, keep))  # (B, H or 1, N, C, .)
+    k, v, keep = (torch.cat([F.pad(z, (0, 0, 0, 0, 1, -1)), z], dim=-2) for z in (k, v, keep))  # (., N, 2C, .)
+    offset = torch.arange(chunk, device=q.device)[:, None] + chunk - torch.arange(2 * chunk, device=q.device)
+    mask = (offset >= 0) & (offset < window) & keep.transpose(-2, -1).bool()  # (B, 1, N, C, 2C): i - j in [0, w)
+    return attend(q, k, v, mask=mask, scale=1.0).context.flatten(2, 3)[:, :, :t]
 
 
 def check_window_size(value: object) -> None:
@@ -117,13 +154,10 @@ class Based(AttentionModule):
             return AttentionOutput(weights @ v, weights if need_weights else None)
         if v.shape[-2] <= self.chunk:
             return AttentionOutput(self.implied_map(q, k, mask) @ v, None)  # the quadratic form
-        phi_k = taylor_features(k)  # (B, H, T, 1 + d' + d'²)
-        if mask is not None:
-            phi_k = phi_k * mask.transpose(-2, -1).to(phi_k.dtype)  # a hidden key adds nothing to the sums
-        context = safe_divide(*causal_sums(taylor_features(q), phi_k, v, self.chunk))  # (B, H, T, d_v)
+        keep = torch.ones_like(v[:, :1, :, :1]) if mask is None else mask.transpose(-2, -1).to(v.dtype)  # (B, 1, T, 1)
+        context = taylor_chunked(q, k, v, keep, self.chunk)  # (B, H, T, d_v)
         if self.window_size:
-            window = attend(q, k, v, causal=True, mask=mask, window=self.window_size, scale=1.0, need_weights=False)
-            context = (context + window.context) / 2
+            context = (context + window_chunked(q, k, v, keep, self.window_size, self.chunk)) / 2
         return AttentionOutput(context, None)
 
     def implied_map(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
