@@ -79,8 +79,11 @@ def test_the_declarations_match_the_variants():
         "conv": (False, True, False, False),
         "gated_deltanet": (False, True, False, False),
         "mamba2": (False, True, False, False),
+        "based": (False, True, False, False),
+        "retnet": (False, True, False, False),
     }
-    assert sorted(name for name, cls in ATTENTION_REGISTRY.items() if cls.causal_only) == ["gated_deltanet", "mamba2"]
+    causal_only = sorted(name for name, cls in ATTENTION_REGISTRY.items() if cls.causal_only)
+    assert causal_only == ["based", "gated_deltanet", "mamba2", "retnet"]
     assert ATTENTION_REGISTRY["simple"].options == ("normalize",)
 
 

@@ -54,7 +54,7 @@ REJECTION_RULES: list[tuple[tuple[str | None, str | None, str | None], str, str]
      "cross: the decoder's queries attend to the whole encoded source; causal masking has no meaning there"),
     *(((model, None, mask), f"mask={mask}",
         f"{model} is a recurrence: each position updates a state that only later positions read")
-      for model in ("gated_deltanet", "mamba2") for mask in ("none", "padding")),
+      for model in ("based", "gated_deltanet", "mamba2", "retnet") for mask in ("none", "padding")),
 ]
 
 
@@ -78,9 +78,9 @@ def combo_overrides(model: str, task: str, mask: str) -> list[str]:
 def test_the_groups_offer_every_variant_and_task():
     assert MODELS == sorted(VARIANTS)
     assert TASK_NAMES == sorted(TASK_REGISTRY)
-    # 10 models x 6 tasks x 3 masks; 62 of them cannot work (20 next_word and 20 induction without a causal mask,
-    # 6 cross with one, 16 of the recurrences without one on the other four tasks).
-    assert (len(COMBINATIONS), len(REJECTED)) == (180, 62)
+    # 12 models x 6 tasks x 3 masks; 86 of them cannot work (24 next_word and 24 induction without a causal mask,
+    # 6 cross with one, 32 of the recurrences without one on the other four tasks).
+    assert (len(COMBINATIONS), len(REJECTED)) == (216, 86)
 
 
 @pytest.mark.parametrize(("model", "task", "mask"), ACCEPTED, ids=["-".join(c) for c in ACCEPTED])
@@ -188,7 +188,7 @@ def test_typos_and_wrong_types_fail_at_compose_time(overrides, named):
 ])
 def test_every_group_option_composes_and_validates(group, option):
     # task=next_word or induction alone keeps the default mask=padding, rejected above: they need mask=causal,
-    # as do the recurrences (model=mamba2, gated_deltanet).
+    # as do the recurrences (model=mamba2, gated_deltanet, retnet, based).
     needs_causal = (group, option) in (("task", "next_word"), ("task", "induction")) or (
         group == "model" and ATTENTION_REGISTRY[option].causal_only)
     extra = ["mask=causal"] if needs_causal else []

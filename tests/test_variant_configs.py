@@ -29,13 +29,13 @@ VOCAB = ["<pad>", "<unk>", *"abcdefgh"]
 
 def expected_rejection(model: str, position: str, mask: str, window: int | None = None) -> str | None:
     """The setting each rule names (independent of the checks' code: written from the variants' nature)."""
-    recurrences = ("mamba2", "gated_deltanet")
+    recurrences = ("mamba2", "gated_deltanet", "retnet", "based")
     if model in ("simple", "cross", "linear", "conv", *recurrences) and position in ("rope", "alibi"):
         return f"position={position}"  # simple has no projections; cross's queries and keys are two sequences;
         # linear attention and the recurrences form no scores; a convolution has no queries and keys
     if model in ("linear", "conv", *recurrences) and window:
         return f"window={window}"  # linear attention sums over every key; the filter is as long as the sequence;
-        # a recurrence's state carries every earlier position
+        # a recurrence's state carries every earlier position (based's own window is model.options.window_size)
     if model == "cross" and mask == "causal":
         return "mask=causal"
     if model in recurrences and mask != "causal":

@@ -1,6 +1,6 @@
-"""What mamba2 and gated_deltanet share as recurrences over time: causality on both paths, the map through the
-hooks, the settings they refuse (in build_attention and in the config, one line each), gradients, and a short
-training run through scripts/train.py. Their references: test_variant_mamba2.py, test_variant_gated_deltanet.py.
+"""What the recurrences over time (mamba2, gated_deltanet, retnet, based) share: causality on both paths, the map
+through the hooks, the settings they refuse (in build_attention and in the config, one line each), gradients, and a
+short training run through scripts/train.py. Their references: test_variant_<name>.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from attention_lab.run.preflight import check_run
 from conftest import compose_config, run_train
 from test_attention_reference import assert_close
 
-RECURRENCES = ("gated_deltanet", "mamba2")
+RECURRENCES = ("based", "gated_deltanet", "mamba2", "retnet")
+# Small versions of their own options for the gradient checks (retnet has no short convolution).
+SMALL = {"based": dict(short_conv=2, feature_dim=3, window_size=3), "gated_deltanet": dict(short_conv=2),
+         "mamba2": dict(short_conv=2), "retnet": {}}
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -127,11 +130,18 @@ def test_the_config_refuses_in_one_line(variant, overrides, setting):
         assert "use mask=causal" in message
 
 
-@pytest.mark.parametrize("variant", RECURRENCES)
-@pytest.mark.parametrize(("option", "shown"), [("chunk=0", "chunk=0"), ("short_conv=-2", "short_conv=-2")])
-def test_an_option_value_fails_before_the_run(variant, option, shown):
+BAD_OPTIONS = [  # (variant, an option in its yaml set to a value it refuses)
+    *((variant, "chunk=0") for variant in RECURRENCES),
+    *((variant, "short_conv=-2") for variant in RECURRENCES if variant != "retnet"),
+    ("based", "feature_dim=0"),
+    ("based", "window_size=-1"),
+]
+
+
+@pytest.mark.parametrize(("variant", "option"), BAD_OPTIONS, ids=[f"{v}-{o}" for v, o in BAD_OPTIONS])
+def test_an_option_value_fails_before_the_run(variant, option):
     cfg = compose_config([f"model={variant}", "task=copy", "mask=causal", f"model.options.{option}", "device=cpu"])
-    with pytest.raises(ConfigError, match=rf"^model\.options\.{shown} is invalid for model={variant}: it must be "):
+    with pytest.raises(ConfigError, match=rf"^model\.options\.{option} is invalid for model={variant}: it must be "):
         check_run(cfg)
     check_run(compose_config([f"model={variant}", "task=copy", "mask=causal", "device=cpu"]))
 
@@ -153,7 +163,7 @@ def test_every_parameter_gets_a_gradient(variant, need_weights):
                                                                (2, True, False), (64, True, True)],
                          ids=["quadratic", "chunked", "chunked-padded", "weights-padded"])
 def test_gradcheck(variant, chunk, padded, need_weights):
-    module = module_of(variant, d_in=4, d_out=4, qkv_bias=True, chunk=chunk, short_conv=2).double()
+    module = module_of(variant, d_in=4, d_out=4, qkv_bias=True, chunk=chunk, **SMALL[variant]).double()
     names = [name for name, _ in module.named_parameters()]
     params = [p.detach().clone().requires_grad_(True) for p in module.parameters()]
     x = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)

@@ -1,0 +1,172 @@
+"""Based (Arora et al. 2024, "Simple linear attention language models balance the recall-throughput tradeoff").
+
+Linear attention whose feature map is the 2nd-order Taylor expansion of exp: with q and k projected to a small
+``feature_dim`` d' (the paper's 16) and each scaled by d'^(-1/4), so that s = q·k / √d' as in softmax attention,
+
+    φ(x) = [1, x, vec(x xᵀ) / √2],    φ(q)·φ(k) = 1 + s + s²/2 > 0,
+
+and context_i = Σ_{j<=i} φ(q_i)·φ(k_j) v_j / Σ_{j<=i} φ(q_i)·φ(k_j), normalised by the sum as in ``linear``.
+The state per head is (1 + d' + d'²) × d_v whatever T is.
+
+The paper's hybrid mixes three kinds of layer; here the two that read earlier positions live in this one module,
+their outputs summed with weight ½ each (out_proj absorbs the constant; the halves keep the map row-stochastic):
+
+* the Taylor linear attention above, over every earlier position;
+* exact softmax attention over the last ``window_size`` positions (0: none), softmax(s) with the same s: exp
+  itself where the Taylor branch has its expansion. A branch beside the global one, not a limit on it: hence
+  its own option, and the shared ``window`` (which restricts a variant's every key) is refused.
+
+and the third, the short gated convolution, becomes a short causal depthwise convolution and SiLU on q, k and v
+(``short_conv`` taps; 0: none), as in ``mamba2`` (:mod:`.short_conv`). The map is the T × T matrix the output is
+computed from, ½ (Taylor map, rows normalised) + ½ (window's softmax), over the convolved values; the weights
+path computes the output through ``hook_weights``. The fast path is that map up to ``chunk`` positions; beyond,
+the Taylor branch in chunks (the kernel within a chunk, ``linear``'s prefix sums of the features across chunks)
+and the window a chunk of queries at a time: time linear in T. Causal only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attention_lab.attention.arguments import check_positive_int, check_split_heads
+from attention_lab.attention.base import AttentionModule
+from attention_lab.attention.errors import AttentionArgumentError
+from attention_lab.attention.functional import AttentionOutput, attend
+from attention_lab.attention.linear import safe_divide
+from attention_lab.attention.mamba2 import CHUNK
+from attention_lab.attention.masks import allowed_keys
+from attention_lab.attention.registry import register
+from attention_lab.attention.short_conv import ShortCausalConv, convolve_heads
+
+FEATURE_DIM = 16  # d', the width q and k are projected to before the Taylor map (the paper's)
+WINDOW_SIZE = 64  # positions of the exact softmax branch (the paper's sliding window)
+SHORT_CONV = 3  # taps of the short convolution (the paper's short convolutions)
+
+
+def taylor_features(x: Tensor) -> Tensor:
+    """φ(x) = [1, x, vec(x xᵀ)/√2]: (..., d') -> (..., 1 + d' + d'²), so that φ(q)·φ(k) = 1 + q·k + (q·k)²/2."""
+    outer = (x[..., :, None] * x[..., None, :]).flatten(-2) / math.sqrt(2)  # (..., d'²): (q·k)² = vec(qqᵀ)·vec(kkᵀ)
+    return torch.cat([torch.ones_like(x[..., :1]), x, outer], dim=-1)
+
+
+def taylor_kernel(scores: Tensor) -> Tensor:
+    """1 + s + s²/2: φ(q)·φ(k) from s = q·k, without forming the features."""
+    return 1.0 + scores + scores.square() / 2
+
+
+def in_chunks(x: Tensor, chunk: int) -> Tensor:
+    """(B, H, T, e) -> (B, H, N, chunk, e), zeros after the end (a zero ``keep`` there: hidden keys)."""
+    return F.pad(x, (0, 0, 0, -x.shape[-2] % chunk)).unflatten(2, (-1, chunk))
+
+
+def taylor_chunked(q: Tensor, k: Tensor, v: Tensor, keep: Tensor, chunk: int) -> Tensor:
+    """The Taylor branch in chunks, time linear in T: (B, H, T, d_v). keep: (B, 1, T, 1), 0 at a hidden key.
+
+    Within a chunk, the kernel 1 + s + s²/2 from the d'-wide scores (the features would be 1 + d' + d'² wide);
+    from the chunks before it, the running sums Σ φ(k_j) v_jᵀ and Σ φ(k_j) (``linear``'s prefix sums)."""
+    t = q.shape[-2]
+    q, k, v, keep = (in_chunks(z, chunk) for z in (q, k, v, keep))  # (B, H or 1, N, C, .)
+    within = (taylor_kernel(q @ k.transpose(-2, -1)) * keep.transpose(-2, -1)).tril()  # (B, H, N, C, C)
+    phi_q, phi_k = taylor_features(q), taylor_features(k) * keep  # (B, H, N, C, 1 + d' + d'²)
+    sums = torch.cat([phi_k.transpose(-2, -1) @ v, phi_k.sum(dim=-2)[..., None]], dim=-1)  # (B, H, N, F, d_v + 1)
+    before = torch.cat([torch.zeros_like(sums[:, :, :1]), sums.cumsum(dim=2)[:, :, :-1]], dim=2)  # earlier chunks'
+    numerator = within @ v + phi_q @ before[..., :-1]  # (B, H, N, C, d_v)
+    denominator = within.sum(dim=-1, keepdim=True) + phi_q @ before[..., -1:]  # (B, H, N, C, 1)
+    return safe_divide(numerator, denominator).flatten(2, 3)[:, :, :t]
+
+
+def window_chunked(q: Tensor, k: Tensor, v: Tensor, keep: Tensor, window: int, chunk: int) -> Tensor:
+    """softmax(s) over the last ``window`` positions: (B, H, T, d_v). Up to a chunk wide, each chunk's queries meet
+    only its own and the previous chunk's keys (time linear in T); wider, the whole causal band at once."""
+    t = q.shape[-2]
+    if window > chunk:
+        mask = keep.transpose(-2, -1).bool()  # (B, 1, 1, T)
+        return attend(q, k, v, causal=True, mask=mask, window=window, scale=1.0, need_weights=False).context
+    q, k, v, keep = (in_chunks(z, chunk) for z in (q, k, v, keep))  # (B, H or 1, N, C, .)
+    k, v, keep = (torch.cat([F.pad(z, (0, 0, 0, 0, 1, -1)), z], dim=-2) for z in (k, v, keep))  # (., N, 2C, .)
+    offset = torch.arange(chunk, device=q.device)[:, None] + chunk - torch.arange(2 * chunk, device=q.device)
+    mask = (offset >= 0) & (offset < window) & keep.transpose(-2, -1).bool()  # (B, 1, N, C, 2C): i - j in [0, w)
+    return attend(q, k, v, mask=mask, scale=1.0).context.flatten(2, 3)[:, :, :t]
+
+
+def check_window_size(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise AttentionArgumentError("window_size", value, "a whole number of positions, 0 for no window")
+
+
+@register("based")
+class Based(AttentionModule):
+    """W_query and W_key (to feature_dim per head), W_value, a short convolution, Taylor + window, out_proj."""
+
+    takes_source = False
+    multi_head = True
+    grouped_kv = False
+    projects = False  # its Taylor branch never forms scores for rope and alibi to act on
+    causal_only = True
+    kind = "linear"
+    options = ("feature_dim", "window_size", "short_conv", "chunk")
+    positions_note = "its Taylor branch never forms the query-key scores that rope and alibi act on"
+    rejects = {"window": "its sliding window is a branch beside the linear attention: set model.options.window_size",
+               "dropout": "its fast path has no attention weights to drop"}
+
+    def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
+                 window: int | None = None, dropout: float = 0.0, feature_dim: int = FEATURE_DIM,
+                 window_size: int = WINDOW_SIZE, short_conv: int = SHORT_CONV, chunk: int = CHUNK, **common) -> None:
+        # window and dropout arrive unset, causal True: build_attention refuses the rest (``rejects``, ``causal_only``).
+        super().__init__(**common)
+        check_split_heads("based", d_out, self.num_heads, d_v)
+        check_positive_int("feature_dim", feature_dim)
+        check_window_size(window_size)
+        check_positive_int("chunk", chunk)
+        self.feature_dim, self.window_size, self.chunk = feature_dim, window_size, chunk
+        self.head_dim = feature_dim  # the width of a head's queries and keys
+        self.W_query = nn.Linear(d_in, self.num_heads * feature_dim, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, self.num_heads * feature_dim, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.short_conv = ShortCausalConv(2 * self.num_heads * feature_dim + d_out, short_conv)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.output_dim = d_out
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape  # (B, T, H * d) -> (B, H, T, d)
+        return x.view(b, t, self.num_heads, -1).transpose(1, 2)
+
+    def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        # (B, H, T, d'), (B, H, T, d'), (B, H, T, d_v)
+        return tuple(self.split_heads(w(z)) for w, z in ((self.W_query, x), (self.W_key, source), (self.W_value, source)))
+
+    def merge(self, context: Tensor) -> Tensor:
+        return self.out_proj(super().merge(context))  # (B, T, d_out): the heads mixed
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
+        # q, k: (B, H, T, d'); v: (B, H, T, d_v); mask: (B, 1, 1, T) from key padding, or None.
+        if mask is not None and mask.shape[-2] != 1:
+            raise ValueError(f"'based' takes key masks of shape (B, 1, 1, T_k), got {tuple(mask.shape)}")
+        keep = None if mask is None else mask[:, 0].transpose(-2, -1).to(v.dtype)  # (B, T, 1)
+        q, k, v = convolve_heads(self.short_conv, (q, k, v), keep)
+        q, k = q * self.feature_dim ** -0.25, k * self.feature_dim ** -0.25  # q·k / √d'
+        if need_weights or self.weights_hooked:  # the map itself (two normalisations: hook_weights only)
+            weights = self.hook_weights(self.implied_map(q, k, mask))  # (B, H, T, T)
+            return AttentionOutput(weights @ v, weights if need_weights else None)
+        if v.shape[-2] <= self.chunk:
+            return AttentionOutput(self.implied_map(q, k, mask) @ v, None)  # the quadratic form
+        keep = torch.ones_like(v[:, :1, :, :1]) if mask is None else mask.transpose(-2, -1).to(v.dtype)  # (B, 1, T, 1)
+        context = taylor_chunked(q, k, v, keep, self.chunk)  # (B, H, T, d_v)
+        if self.window_size:
+            context = (context + window_chunked(q, k, v, keep, self.window_size, self.chunk)) / 2
+        return AttentionOutput(context, None)
+
+    def implied_map(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+        """½ (Taylor map, rows normalised) + ½ (window softmax), or the Taylor map alone: (B, H, T, T)."""
+        t = q.shape[-2]
+        kernel = taylor_kernel(q @ k.transpose(-2, -1))  # (B, H, T, T), every entry > 0
+        kernel = kernel * allowed_keys(t, t, causal=True, mask=mask, device=q.device)
+        taylor = safe_divide(kernel, kernel.sum(dim=-1, keepdim=True))
+        if not self.window_size:
+            return taylor
+        window = attend(q, k, k, causal=True, mask=mask, window=self.window_size, scale=1.0, need_weights=True)
+        return (taylor + window.weights) / 2
