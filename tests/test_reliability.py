@@ -204,6 +204,28 @@ def test_sigterm_during_the_final_validation_stops_it_at_once_and_is_recorded(tm
     assert not any(tag.startswith("val/") for tag in logged_tags(run_dir)), sorted(logged_tags(run_dir))
 
 
+def test_sigterm_while_the_data_is_built_stops_the_run_before_the_model_exists(tmp_path):
+    run_dir = tmp_path / "run"
+    # Legal, and minutes to build in Python: the signal, sent as the building starts, must not wait for it.
+    proc = start_train("task.train_size=4000000", f"hydra.run.dir={run_dir}")
+    try:
+        for line in proc.stdout:
+            if "building the data" in line:
+                proc.send_signal(signal.SIGTERM)
+                break
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.startswith("interrupted: ")]
+    assert len(lines) == 1 and "while the data was built" in lines[0], stderr[-3000:]
+    assert json.loads((run_dir / "run_info.json").read_text())["status"] == "interrupted"
+    # Nothing of a model: no checkpoint, no TensorBoard run (its logger comes with the trainer), no metrics.
+    assert not (run_dir / "checkpoints").exists() and not (run_dir / "tensorboard").exists()
+    assert not (run_dir / "metrics.json").exists()
+
+
 # --- no half-written checkpoints -------------------------------------------------------------------------------
 
 def test_checkpoint_write_on_a_full_disk_keeps_the_previous_one(small_filesystem):

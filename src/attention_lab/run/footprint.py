@@ -1,0 +1,131 @@
+"""The least memory a run needs, from its config, against the memory of the machine that is to train it: a run that
+cannot fit is refused before its dir exists (:mod:`attention_lab.run.preflight`), in one line that names the
+setting and what fits, instead of failing (or swapping for hours) after its data or its model was half built.
+
+Every estimate is a lower bound, so that no run that fits is refused:
+
+- the model's parameters, counted on PyTorch's meta device (nothing allocated), at 16 bytes each: float32
+  weights, their gradients and AdamW's two moments;
+- one batch's activations: every layer keeps at least its input (batch × task.max_len × d_model float32 numbers)
+  for the backward pass;
+- the task's examples, in the process's memory: inputs and targets as int64, padded to task.max_len (the
+  longer validation set's to task.ood_max_len). Building them in Python takes several times more.
+
+The model and its activations live on the accelerator (a GPU's own memory; the CPU's and MPS's are the
+machine's), the examples in the machine's memory.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+from attention_lab.config import ModelConfig, TaskConfig
+from attention_lab.errors import ConfigError
+
+TRAINING_BYTES_PER_PARAMETER = 16  # float32 weight + gradient + AdamW's exp_avg and exp_avg_sq
+FLOAT_BYTES = 4
+TOKEN_BYTES = 8  # int64 ids
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    """The model's parameters as ``fixed + per_layer × layers + per_word × vocabulary size`` (exact: the model is
+    linear in both)."""
+
+    fixed: int
+    per_layer: int
+    per_word: int
+
+    def total(self, layers: int, vocab_size: int) -> int:
+        return self.fixed + self.per_layer * layers + self.per_word * vocab_size
+
+
+def count_parameters(model: ModelConfig) -> ParameterCount:
+    """The parameters of the model ``model`` describes, from three small copies built on the meta device."""
+    import torch
+
+    from attention_lab.model import SequenceModel
+
+    def count(layers: int, vocab_size: int) -> int:
+        with torch.device("meta"):
+            built = SequenceModel(replace(model, layers=layers), vocab_size)
+        return sum(p.numel() for p in built.parameters())
+
+    base = count(1, 1)
+    per_layer, per_word = count(2, 1) - base, count(1, 2) - base
+    return ParameterCount(base - per_layer - per_word, per_layer, per_word)
+
+
+def machine_memory() -> int:
+    """Bytes of memory this machine has (all of it, not what is free now: the bound must not depend on the load)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def gpu_memory() -> int:
+    """Bytes of memory of the smallest visible GPU: under data parallelism each holds a whole copy of the model."""
+    import torch
+
+    return min(torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count()))
+
+
+def gigabytes(size: float) -> str:
+    return f"{size / GB:,.1f} GB"
+
+
+def example_bytes(task: TaskConfig) -> int:
+    """The task's examples as the data module holds them (inputs and targets, padded)."""
+    positions = task.max_len * (task.train_size + task.val_size)
+    if task.ood_min_len is not None and task.ood_max_len is not None:
+        positions += task.ood_max_len * task.val_size
+    return 2 * TOKEN_BYTES * positions
+
+
+def check_data_fits(task: TaskConfig, memory: int) -> None:
+    need = example_bytes(task)
+    if need <= memory:
+        return
+    key, value = ("task.train_size", task.train_size) if task.train_size >= task.val_size else ("task.val_size",
+                                                                                               task.val_size)
+    fitting = memory // (2 * TOKEN_BYTES * task.max_len)
+    raise ConfigError(f"{key}={value} is invalid: the examples (task.train_size + task.val_size = "
+                      f"{task.train_size + task.val_size}, task.max_len={task.max_len}) take at least {gigabytes(need)} "
+                      f"as tensors, more than this machine's {gigabytes(memory)} of memory; at most about {fitting} "
+                      "examples fit")
+
+
+def check_model_fits(model: ModelConfig, vocab_size: int, batch: int, max_len: int, memory: int, where: str) -> None:
+    """``batch``: the examples of one training batch (batch_size, or the training set when it is smaller);
+    ``memory``: the bytes left for the model on ``where``."""
+    counted = count_parameters(model)
+    per_layer_weights = TRAINING_BYTES_PER_PARAMETER * counted.per_layer
+    per_layer_activations = FLOAT_BYTES * batch * max_len * model.d_model
+    fixed = TRAINING_BYTES_PER_PARAMETER * (counted.fixed + counted.per_word * vocab_size)
+    need = fixed + (per_layer_weights + per_layer_activations) * model.layers
+    if need <= memory:
+        return
+    parameters = counted.total(model.layers, vocab_size)
+    what = (f"the model ({parameters:.3g} parameters, at {TRAINING_BYTES_PER_PARAMETER} bytes each to train: weights, "
+            f"gradients and AdamW's two moments) and one batch's activations take at least {gigabytes(need)}, more "
+            f"than {where}'s {gigabytes(memory)} of memory")
+    fitting_layers = (memory - fixed) // (per_layer_weights + per_layer_activations)
+    if fitting_layers < 1:
+        raise ConfigError(f"d_model={model.d_model} is invalid: even with layers=1, {what}; use a smaller d_model")
+    if per_layer_activations > per_layer_weights:
+        raise ConfigError(f"batch_size={batch} is invalid with layers={model.layers}: {what}; use a smaller "
+                          "batch_size or fewer layers")
+    raise ConfigError(f"layers={model.layers} is invalid: {what}; at most {fitting_layers} layers fit at "
+                      f"d_model={model.d_model}")
+
+
+def check_fits(model: ModelConfig, task: TaskConfig, vocab_size: int, batch_size: int, accelerator: str) -> None:
+    """Raises ConfigError when the run cannot fit in memory; the examples are checked first (the model needs them
+    built)."""
+    memory = machine_memory()
+    check_data_fits(task, memory)
+    if accelerator == "gpu":
+        memory, where = gpu_memory(), "the GPU"
+    else:  # the model shares the machine's memory with the examples
+        memory, where = memory - example_bytes(task), "this machine"
+    check_model_fits(model, vocab_size, min(batch_size, task.train_size), task.max_len, memory, where)
