@@ -64,6 +64,15 @@ def test_tampered_overrides_are_rejected_and_run_nothing(finished_run, tmp_path,
     assert record(run_dir) == before
 
 
+def test_a_deeply_nested_run_info_stops_a_resume_in_one_line(finished_run, tmp_path):
+    run_dir = copy_of(finished_run, tmp_path)
+    (run_dir / "run_info.json").write_text('{"status": "ok", "error": ' + "[" * 20_000 + "]" * 20_000 + "}")
+    before = record(run_dir)
+    proc = run_script(TRAIN, f"resume={run_dir}", "max_steps=20", *QUIET, timeout=120)
+    assert_one_line_error(proc, f"{run_dir / 'run_info.json'} is malformed: nested deeper than 100 levels")
+    assert record(run_dir) == before and not (run_dir / "traceback.txt").exists()
+
+
 # --- a failed resume leaves the run as it was ----------------------------------------------------------------
 
 def test_failed_resume_does_not_poison_the_run(finished_run, tmp_path):
@@ -124,6 +133,8 @@ def test_two_resumes_at_once_only_one_trains(finished_run, tmp_path):
     ("probe='   '", "at least one word"),
     ("probe=', . !'", "at least one word"),
     ("model.context_length=1000000000", "model.context_length=1000000000 is invalid: it must be at most 4096"),
+    ("layers=200000", "layers=200000 is invalid"),
+    ("task.train_size=2000000000", "task.train_size=2000000000 is invalid"),
 ], ids=lambda v: v)
 def test_rejected_before_the_run_dir_exists(tmp_path, override, fragment):
     run_dir = tmp_path / "run"
