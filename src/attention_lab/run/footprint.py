@@ -95,26 +95,27 @@ def check_data_fits(task: TaskConfig, memory: int) -> None:
                       "examples fit")
 
 
-def check_model_fits(model: ModelConfig, vocab_size: int, batch: int, max_len: int, memory: int, where: str) -> None:
-    """``batch``: the examples of one training batch (batch_size, or the training set when it is smaller);
-    ``memory``: the bytes left for the model on ``where``."""
+def check_model_fits(model: ModelConfig, vocab_size: int, batch_size: int, task: TaskConfig, memory: int,
+                     where: str) -> None:
+    """``memory``: the bytes ``where`` (a phrase: "the GPU has") holds for the model and its activations."""
     counted = count_parameters(model)
+    batch = min(batch_size, task.train_size)  # a batch is at most the training set
     per_layer_weights = TRAINING_BYTES_PER_PARAMETER * counted.per_layer
-    per_layer_activations = FLOAT_BYTES * batch * max_len * model.d_model
+    per_layer_activations = FLOAT_BYTES * batch * task.max_len * model.d_model
     fixed = TRAINING_BYTES_PER_PARAMETER * (counted.fixed + counted.per_word * vocab_size)
     need = fixed + (per_layer_weights + per_layer_activations) * model.layers
     if need <= memory:
         return
-    parameters = counted.total(model.layers, vocab_size)
-    what = (f"the model ({parameters:.3g} parameters, at {TRAINING_BYTES_PER_PARAMETER} bytes each to train: weights, "
-            f"gradients and AdamW's two moments) and one batch's activations take at least {gigabytes(need)}, more "
-            f"than {where}'s {gigabytes(memory)} of memory")
+    what = (f"the model ({counted.total(model.layers, vocab_size):.3g} parameters, at {TRAINING_BYTES_PER_PARAMETER} "
+            f"bytes each to train: weights, gradients and AdamW's two moments) and one batch's activations take at "
+            f"least {gigabytes(need)}, more than the {gigabytes(memory)} {where}")
     fitting_layers = (memory - fixed) // (per_layer_weights + per_layer_activations)
     if fitting_layers < 1:
-        raise ConfigError(f"d_model={model.d_model} is invalid: even with layers=1, {what}; use a smaller d_model")
+        raise ConfigError(f"d_model={model.d_model} is invalid: not even one layer fits: {what}; use a smaller "
+                          "d_model")
     if per_layer_activations > per_layer_weights:
-        raise ConfigError(f"batch_size={batch} is invalid with layers={model.layers}: {what}; use a smaller "
-                          "batch_size or fewer layers")
+        raise ConfigError(f"batch_size={batch_size} is invalid with layers={model.layers}: {what}; at most "
+                          f"{fitting_layers} layers fit at this batch_size, or use a smaller one")
     raise ConfigError(f"layers={model.layers} is invalid: {what}; at most {fitting_layers} layers fit at "
                       f"d_model={model.d_model}")
 
@@ -125,7 +126,7 @@ def check_fits(model: ModelConfig, task: TaskConfig, vocab_size: int, batch_size
     memory = machine_memory()
     check_data_fits(task, memory)
     if accelerator == "gpu":
-        memory, where = gpu_memory(), "the GPU"
+        check_model_fits(model, vocab_size, batch_size, task, gpu_memory(), "the GPU has")
     else:  # the model shares the machine's memory with the examples
-        memory, where = memory - example_bytes(task), "this machine"
-    check_model_fits(model, vocab_size, min(batch_size, task.train_size), task.max_len, memory, where)
+        check_model_fits(model, vocab_size, batch_size, task, memory - example_bytes(task),
+                         "this machine has beside the examples")
