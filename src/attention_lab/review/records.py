@@ -2,8 +2,8 @@
 
 A sweep dir is data that anyone may have edited or damaged: whatever cannot be read (a file that the lab's bounded
 reader refuses: too large, not JSON or YAML, nested too deeply; of the wrong shape, a field of the wrong type)
-becomes one line in :class:`Unreadable` and is left out, so the rest of the sweep is still reported. NaN and infinities are numbers here: the lab writes them for a diverged
-run's metrics.
+becomes one line in :class:`Unreadable` and is left out, so the rest of the sweep is still reported. NaN and
+infinities are numbers here: the lab writes them for a diverged run's metrics.
 """
 
 from __future__ import annotations

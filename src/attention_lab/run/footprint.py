@@ -4,8 +4,8 @@ setting and what fits, instead of failing (or swapping for hours) after its data
 
 Every estimate is a lower bound, so that no run that fits is refused:
 
-- the model's parameters, counted on PyTorch's meta device (nothing allocated), at 16 bytes each: float32
-  weights, their gradients and AdamW's two moments;
+- the model's parameters, counted on PyTorch's meta device (nothing allocated), at 8 bytes each (a float32
+  weight and its gradient), and 8 more for Adam's and AdamW's two moments (the lab's optimizer);
 - one batch's activations: every layer keeps at least its input (batch × task.max_len × d_model float32 numbers)
   for the backward pass;
 - the task's examples, in the process's memory: inputs and targets as int64, padded to task.max_len (the
@@ -23,8 +23,9 @@ from dataclasses import dataclass, replace
 from attention_lab.config import ModelConfig, TaskConfig
 from attention_lab.errors import ConfigError
 
-TRAINING_BYTES_PER_PARAMETER = 16  # float32 weight + gradient + AdamW's exp_avg and exp_avg_sq
 FLOAT_BYTES = 4
+# The float32 numbers an optimizer keeps per parameter (Adam's exp_avg and exp_avg_sq); any other: none counted.
+OPTIMIZER_STATES = {"torch.optim.AdamW": 2, "torch.optim.Adam": 2}
 TOKEN_BYTES = 8  # int64 ids
 GB = 1e9
 
@@ -95,20 +96,26 @@ def check_data_fits(task: TaskConfig, memory: int) -> None:
                       "examples fit")
 
 
-def check_model_fits(model: ModelConfig, vocab_size: int, batch_size: int, task: TaskConfig, memory: int,
-                     where: str) -> None:
-    """``memory``: the bytes ``where`` (a phrase: "the GPU has") holds for the model and its activations."""
+def bytes_per_parameter(optimizer: str) -> int:
+    """What training keeps per parameter with the optimizer ``optimizer`` (its ``_target_``)."""
+    return FLOAT_BYTES * (2 + OPTIMIZER_STATES.get(optimizer, 0))
+
+
+def check_model_fits(model: ModelConfig, vocab_size: int, batch_size: int, task: TaskConfig, per_parameter: int,
+                     memory: int, where: str) -> None:
+    """``per_parameter``: bytes per parameter (:func:`bytes_per_parameter`); ``memory``: the bytes ``where`` (a phrase:
+    "the GPU has") holds for the model and its activations."""
     counted = count_parameters(model)
     batch = min(batch_size, task.train_size)  # a batch is at most the training set
-    per_layer_weights = TRAINING_BYTES_PER_PARAMETER * counted.per_layer
+    per_layer_weights = per_parameter * counted.per_layer
     per_layer_activations = FLOAT_BYTES * batch * task.max_len * model.d_model
-    fixed = TRAINING_BYTES_PER_PARAMETER * (counted.fixed + counted.per_word * vocab_size)
+    fixed = per_parameter * (counted.fixed + counted.per_word * vocab_size)
     need = fixed + (per_layer_weights + per_layer_activations) * model.layers
     if need <= memory:
         return
-    what = (f"the model ({counted.total(model.layers, vocab_size):.3g} parameters, at {TRAINING_BYTES_PER_PARAMETER} "
-            f"bytes each to train: weights, gradients and AdamW's two moments) and one batch's activations take at "
-            f"least {gigabytes(need)}, more than the {gigabytes(memory)} {where}")
+    what = (f"the model ({counted.total(model.layers, vocab_size):.3g} parameters, at {per_parameter} bytes each to "
+            f"train) and one batch's activations take at least {gigabytes(need)}, more than the {gigabytes(memory)} "
+            f"{where}")
     fitting_layers = (memory - fixed) // (per_layer_weights + per_layer_activations)
     if fitting_layers < 1:
         raise ConfigError(f"d_model={model.d_model} is invalid: not even one layer fits: {what}; use a smaller "
@@ -120,13 +127,14 @@ def check_model_fits(model: ModelConfig, vocab_size: int, batch_size: int, task:
                       f"d_model={model.d_model}")
 
 
-def check_fits(model: ModelConfig, task: TaskConfig, vocab_size: int, batch_size: int, accelerator: str) -> None:
+def check_fits(model: ModelConfig, task: TaskConfig, vocab_size: int, batch_size: int, optimizer: str,
+               accelerator: str) -> None:
     """Raises ConfigError when the run cannot fit in memory; the examples are checked first (the model needs them
-    built)."""
+    built). ``optimizer``: the ``_target_`` of the run's optimizer."""
     memory = machine_memory()
     check_data_fits(task, memory)
+    sizes = (model, vocab_size, batch_size, task, bytes_per_parameter(optimizer))
     if accelerator == "gpu":
-        check_model_fits(model, vocab_size, batch_size, task, gpu_memory(), "the GPU has")
+        check_model_fits(*sizes, gpu_memory(), "the GPU has")
     else:  # the model shares the machine's memory with the examples
-        check_model_fits(model, vocab_size, batch_size, task, memory - example_bytes(task),
-                         "this machine has beside the examples")
+        check_model_fits(*sizes, memory - example_bytes(task), "this machine has beside the examples")

@@ -59,7 +59,8 @@ def check_machine_and_data(cfg: DictConfig) -> None:
             block_attention(model, model.name, model.num_heads)
     except AttentionArgumentError as err:
         raise attention_error(err, cfg) from err
-    check_fits(model, task, len(vocab), int(cfg.batch_size), accelerator)
+    optimizer = str(OmegaConf.select(cfg, "module.optimizer._target_", default=""))
+    check_fits(model, task, len(vocab), int(cfg.batch_size), optimizer, accelerator)
 
 
 def check_run(cfg: DictConfig) -> None:
