@@ -109,6 +109,28 @@ def test_each_unreadable_record_is_one_warning(tmp_path, name, text, named):
     assert "Unreadable" in paths["markdown"].read_text()
 
 
+DEEP = "[" * 20_000 + "]" * 20_000
+OUT_OF_BOUNDS = {  # a file of the sweep, what it holds (made when the test runs), and the problem named
+    "deep_run_info": ("1/run_info.json", lambda: f'{{"status": "ok", "error": {DEEP}}}', "nested deeper than 100 levels"),
+    "deep_metrics": ("1/metrics.json", lambda: f'{{"val/seq_acc": {DEEP}}}', "nested deeper than 100 levels"),
+    # Valid JSON, but larger than any metrics.json the lab writes: 65 MiB of padding.
+    "huge_metrics": ("1/metrics.json", lambda: '{"val/seq_acc": 0.5, "pad": "' + "x" * (65 << 20) + '"}',
+                     "larger than 64 MiB, the most the lab reads of metrics.json"),
+}
+
+
+@pytest.mark.parametrize(("name", "text", "problem"), OUT_OF_BOUNDS.values(), ids=OUT_OF_BOUNDS.keys())
+def test_a_record_out_of_bounds_is_one_warning(tmp_path, name, text, problem):
+    sweep = tmp_path / "sweep"
+    two_jobs(sweep, '{"val/seq_acc": 0.25, "global_step": 60, "params": 99}')
+    (sweep / name).write_text(text())
+    result = collect_sweep(sweep)
+    assert result.problems == [f"{name}: {problem}; ignored"]
+    assert result.jobs[0].metrics == {"val/seq_acc": 0.25}
+    assert result.jobs[1].metrics == ({} if name.endswith("metrics.json") else {"val/seq_acc": 0.5, "val/loss": 0.7})
+    assert "Unreadable" in write_reports(result, tmp_path)["markdown"].read_text()
+
+
 def test_the_script_prints_each_unreadable_record_once(tmp_path):
     sweep = tmp_path / "sweep"
     two_jobs(sweep, '{"val/seq_acc": 0.25, "global_step": 60, "params": 99}', '{"val/seq_acc": ')

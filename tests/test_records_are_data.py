@@ -222,6 +222,25 @@ def test_a_malformed_run_record_is_one_line_and_the_other_jobs_go_on(finished_sw
     assert info_path.read_text() == json.dumps(info), "the malformed record was changed"
 
 
+def test_deeply_nested_records_are_malformed_in_one_line_and_write_no_traceback(finished_sweep, tmp_path):
+    """Job 0 is ok, but its metrics.json nests 20,000 levels: it is kept. Job 1's run_info.json nests as deep: it is
+    malformed, said in one line; neither job dir gets a traceback."""
+    sweep_dir = copy_of(finished_sweep, tmp_path)
+    deep = "[" * 20_000 + "]" * 20_000
+    (sweep_dir / "0" / "metrics.json").write_text(f'{{"val/seq_acc": {deep}}}')
+    info_path = sweep_dir / "1" / "run_info.json"
+    info_path.write_text(f'{{"status": "failed", "error": {deep}}}')
+    kept = snapshot(sweep_dir / "0")
+    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors[0].startswith("error: job 1 (") and f"{info_path} is malformed: nested deeper than 100 levels" in \
+        errors[0], errors
+    assert errors[-1].startswith("error: 1 job still failed or interrupted after resuming the sweep"), errors
+    assert not list(sweep_dir.rglob("traceback.txt"))
+    assert snapshot(sweep_dir / "0") == kept
+
+
 def test_a_sweep_whose_jobs_are_all_refused_says_so(finished_sweep, tmp_path):
     """multirun.yaml changed by hand: every job's dir now holds another job's run, and nothing trains."""
     sweep_dir = copy_of(finished_sweep, tmp_path)

@@ -64,6 +64,15 @@ def test_tampered_overrides_are_rejected_and_run_nothing(finished_run, tmp_path,
     assert record(run_dir) == before
 
 
+def test_a_deeply_nested_run_info_stops_a_resume_in_one_line(finished_run, tmp_path):
+    run_dir = copy_of(finished_run, tmp_path)
+    (run_dir / "run_info.json").write_text('{"status": "ok", "error": ' + "[" * 20_000 + "]" * 20_000 + "}")
+    before = record(run_dir)
+    proc = run_script(TRAIN, f"resume={run_dir}", "max_steps=20", *QUIET, timeout=120)
+    assert_one_line_error(proc, f"{run_dir / 'run_info.json'} is malformed: nested deeper than 100 levels")
+    assert record(run_dir) == before and not (run_dir / "traceback.txt").exists()
+
+
 # --- a failed resume leaves the run as it was ----------------------------------------------------------------
 
 def test_failed_resume_does_not_poison_the_run(finished_run, tmp_path):
@@ -124,6 +133,8 @@ def test_two_resumes_at_once_only_one_trains(finished_run, tmp_path):
     ("probe='   '", "at least one word"),
     ("probe=', . !'", "at least one word"),
     ("model.context_length=1000000000", "model.context_length=1000000000 is invalid: it must be at most 4096"),
+    ("layers=200000", "layers=200000 is invalid"),
+    ("task.train_size=2000000000", "task.train_size=2000000000 is invalid"),
 ], ids=lambda v: v)
 def test_rejected_before_the_run_dir_exists(tmp_path, override, fragment):
     run_dir = tmp_path / "run"
@@ -202,6 +213,28 @@ def test_sigterm_during_the_final_validation_stops_it_at_once_and_is_recorded(tm
     # Stopped inside it: a final validation that ran to its end would have logged its val/ metrics.
     assert list((run_dir / "tensorboard").rglob("events.out.tfevents.*"))
     assert not any("val/" in tag for tag in logged_tags(run_dir)), sorted(logged_tags(run_dir))
+
+
+def test_sigterm_while_the_data_is_built_stops_the_run_before_the_model_exists(tmp_path):
+    run_dir = tmp_path / "run"
+    # Legal, and minutes to build in Python: the signal, sent as the building starts, must not wait for it.
+    proc = start_train("task.train_size=4000000", f"hydra.run.dir={run_dir}")
+    try:
+        for line in proc.stdout:
+            if "building the data" in line:
+                proc.send_signal(signal.SIGTERM)
+                break
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.startswith("interrupted: ")]
+    assert len(lines) == 1 and "while the data was built" in lines[0], stderr[-3000:]
+    assert json.loads((run_dir / "run_info.json").read_text())["status"] == "interrupted"
+    # Nothing of a model: no checkpoint, no TensorBoard run (its logger comes with the trainer), no metrics.
+    assert not (run_dir / "checkpoints").exists() and not (run_dir / "tensorboard").exists()
+    assert not (run_dir / "metrics.json").exists()
 
 
 # --- no half-written checkpoints -------------------------------------------------------------------------------

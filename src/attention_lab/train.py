@@ -159,8 +159,13 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     datamodule = hydra.utils.instantiate(cfg.data)
-    if stop.signum is not None:  # a signal while the data was built: stop before the model and the trainer
-        raise TrainingInterrupted(stop.signum, 0, None)
+    # The data first (a large task.train_size takes minutes to build): a signal meanwhile stops the run at once,
+    # before the model and the trainer exist; there is nothing to save yet.
+    log.info("building the data: %d training and %d validation examples of task=%s", cfg.task.train_size,
+             cfg.task.val_size, cfg.task.name)
+    with stop.raising(lambda signum: TrainingInterrupted(signum, 0, None, detail="stopped while the data was built, "
+                                                         "before the model existed; nothing was saved")):
+        datamodule.setup("fit")  # Trainer.fit's own call reuses it
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
     graceful, solved = GracefulStop(stop), StepsToSolve()
     end_note = RunEndNote(stop, output_dir, example=example_text(cfg.task.name))
@@ -170,7 +175,6 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
     checkpoint = resume_checkpoint(context.resume_from) if context.resume_from is not None else None
-    datamodule.setup("fit")  # the batches of an epoch, for the progress bar's epoch count (Trainer.fit reuses them)
     max_epochs = epochs_for_steps(cfg.trainer, len(datamodule.train_dataloader()), resuming=checkpoint is not None)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, accelerator=accelerator, callbacks=callbacks,
                                                  logger=list(loggers.values()) or False,

@@ -24,6 +24,8 @@ from attention_lab.run.files import (
     MULTIRUN_RECORD,
     SAVED_CONFIG,
     SAVED_OVERRIDES,
+    UnreadableRecord,
+    read_yaml_record,
 )
 
 log = logging.getLogger(__name__)
@@ -72,12 +74,21 @@ def find_run(path: str | Path) -> RunFiles:
 
 
 def load_run_config(run_dir: Path):
+    """The run's saved config, read as data; None without one, or (with a warning) when it cannot be read: the
+    maps need only the checkpoint."""
     config_file = run_dir / SAVED_CONFIG
     if not config_file.is_file():
         return None
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-    return OmegaConf.load(config_file)
+    try:
+        data = read_yaml_record(config_file)
+        return OmegaConf.create(data) if isinstance(data, dict) else None
+    except (FileNotFoundError, UnreadableRecord, OmegaConfBaseException) as err:
+        problem = err.problem if isinstance(err, UnreadableRecord) else type(err).__name__
+        log.warning("warning: %s is unreadable (%s); the run's task and probe are left out", config_file, problem)
+        return None
 
 
 def describe_run(files: RunFiles, module) -> str:

@@ -1,21 +1,20 @@
 """The records of a sweep, read for the review tools with the shapes and types they need.
 
-A sweep dir is data that anyone may have edited or damaged: whatever cannot be read (a file that is not JSON or
-YAML, of the wrong shape, a field of the wrong type) becomes one line in :class:`Unreadable` and is left out, so
-the rest of the sweep is still reported. NaN and infinities are numbers here: the lab writes them for a diverged
-run's metrics.
+A sweep dir is data that anyone may have edited or damaged: whatever cannot be read (a file that the lab's bounded
+reader refuses: too large, not JSON or YAML, nested too deeply; of the wrong shape, a field of the wrong type)
+becomes one line in :class:`Unreadable` and is left out, so the rest of the sweep is still reported. NaN and
+infinities are numbers here: the lab writes them for a diverged run's metrics.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from attention_lab.run.files import UnreadableRecord, read_json_record, read_yaml_record
 
 KINDS = {bool: "true/false", int: "a number", float: "a number", str: "text", list: "a list", dict: "an object",
          type(None): "null"}
@@ -55,31 +54,15 @@ class Unreadable:
         return [n for n in names if any(line.startswith(n + ": ") for line in self.lines)]
 
 
-def read_text(path: Path, unreadable: Unreadable) -> str | None:
-    """The file's text; None when it is missing (silently: not every job has every file) or unreadable."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError:
-        unreadable.add(path, "not UTF-8 text; ignored")
-    except OSError as err:
-        unreadable.add(path, f"cannot be read ({err.strerror or type(err).__name__}); ignored")
-    return None
-
-
 def load_json(path: Path, unreadable: Unreadable) -> dict[str, Any]:
-    """The JSON object in ``path``; {} when it is missing or unreadable."""
-    text = read_text(path, unreadable)
-    if text is None:
-        return {}
+    """The JSON object in ``path`` (read by the lab's bounded reader); {} when it is missing (silently: not every
+    job has every file) or unreadable."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        unreadable.add(path, f"not valid JSON (line {err.lineno}, column {err.colno}); ignored")
+        data = read_json_record(path)
+    except FileNotFoundError:
         return {}
-    except RecursionError:
-        unreadable.add(path, "nested too deeply to read; ignored")
+    except UnreadableRecord as err:
+        unreadable.add(path, f"{err.problem}; ignored")
         return {}
     if not isinstance(data, dict):
         unreadable.add(path, f"holds {kind(data)}, not an object; ignored")
@@ -88,19 +71,14 @@ def load_json(path: Path, unreadable: Unreadable) -> dict[str, Any]:
 
 
 def load_yaml(path: Path, unreadable: Unreadable, shape: type[list] | type[dict]) -> Any:
-    """The YAML list or mapping in ``path`` (an empty one when it is missing, empty or unreadable)."""
-    text = read_text(path, unreadable)
-    if text is None:
-        return shape()
+    """The YAML list or mapping in ``path`` (read by the lab's bounded reader); an empty one when it is missing,
+    empty or unreadable."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
-        where = "" if mark is None else f" (line {mark.line + 1}, column {mark.column + 1})"
-        unreadable.add(path, f"not valid YAML{where}; ignored")
+        data = read_yaml_record(path)
+    except FileNotFoundError:
         return shape()
-    except (yaml.YAMLError, RecursionError):
-        unreadable.add(path, "not valid YAML; ignored")
+    except UnreadableRecord as err:
+        unreadable.add(path, f"{err.problem}; ignored")
         return shape()
     if data is None:
         return shape()

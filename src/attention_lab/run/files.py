@@ -1,4 +1,6 @@
-"""The files of a run dir and a sweep dir, and how they are written (atomically: readers never see half)."""
+"""The files of a run dir and a sweep dir, how they are written (atomically: readers never see half) and how their
+records are read: as data that anyone may have edited, within bounds (:func:`read_json_record`,
+:func:`read_yaml_record`)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 RUN_INFO = "run_info.json"  # status, error, overrides, wall time of one run (or sweep job)
 METRICS = "metrics.json"  # final metrics only: byte-identical for the same config and seed on CPU
@@ -24,6 +28,17 @@ LOCK = ".run.lock"  # held by the process training in a run dir
 RESUME_LOCK = ".resume.lock"  # held by the resume of a sweep, in the sweep dir
 SAVED_OVERRIDES = Path(".hydra") / "overrides.yaml"
 SAVED_CONFIG = Path(".hydra") / "config.yaml"
+
+# The most bytes the lab reads of a record, by its name. Each is far above what the lab writes (a run's
+# overrides.yaml holds well under 1 KiB, a sweep's multirun.yaml some 11 KiB, run_info.json under 1 KiB) and far
+# below what takes minutes to read: YAML is parsed in Python, and every override in it is parsed and composed again
+# (a resume of a 5 MB overrides.yaml took minutes and gigabytes). JSON parses fast; metrics.json grows with the
+# model's heads and sweep_summary.json with the sweep's jobs, so the other records get more room.
+RECORD_LIMITS = {SAVED_OVERRIDES.name: 64 << 10, MULTIRUN_RECORD: 1 << 20, SAVED_CONFIG.name: 1 << 20, RUN_INFO: 1 << 20}
+RESULTS_LIMIT = 64 << 20  # any other record: metrics.json, sweep_summary.json, sweep_folds.json, refused_jobs.json
+# Deeper than any record the lab writes (about 6 levels), and shallower than Python's recursion limit, which any
+# reader of a deeper one (json.dumps, OmegaConf) would hit.
+MAX_RECORD_DEPTH = 100
 
 
 def replace_atomically(path: Path, write: Callable[[Path], object]) -> None:
@@ -58,11 +73,105 @@ def save_yaml(config: Any, path: Path) -> None:
     replace_atomically(path, lambda tmp: OmegaConf.save(config, tmp))
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """The JSON object in ``path``; {} when it is missing or not a JSON object."""
+class UnreadableRecord(ValueError):
+    """A record the lab does not read: too large, not UTF-8 text, not valid JSON or YAML, nested too deeply, or
+    with YAML aliases. ``problem`` says which, in words that follow the file's name in a one-line message."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem = path, problem
+
+
+def record_limit(path: Path) -> int:
+    return RECORD_LIMITS.get(path.name, RESULTS_LIMIT)
+
+
+def shown_bytes(size: int) -> str:
+    return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+
+
+def record_text(path: Path) -> str:
+    """The text of a record, read no further than its limit. Raises FileNotFoundError for a missing one,
+    UnreadableRecord for one that cannot be read, is larger or is not UTF-8."""
+    limit = record_limit(path)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        with path.open("rb") as f:
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise UnreadableRecord(path, f"cannot be read ({err.strerror or type(err).__name__})") from None
+    if len(data) > limit:
+        raise UnreadableRecord(path, f"larger than {shown_bytes(limit)}, the most the lab reads of {path.name}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UnreadableRecord(path, "not UTF-8 text") from None
+
+
+def check_shape(path: Path, data: Any) -> Any:
+    """``data`` as parsed, when it nests at most MAX_RECORD_DEPTH levels and no list or mapping appears in it twice
+    (YAML aliases: a few lines that a reader would expand into billions of items). Walked without recursion."""
+    seen: set[int] = set()
+    pending = [(data, 0)]
+    while pending:
+        node, depth = pending.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        if depth >= MAX_RECORD_DEPTH:
+            raise UnreadableRecord(path, f"nested deeper than {MAX_RECORD_DEPTH} levels")
+        if id(node) in seen:
+            raise UnreadableRecord(path, "uses a YAML alias (a list or mapping repeated), which no record holds")
+        seen.add(id(node))
+        pending.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return data
+
+
+def read_json_record(path: Path) -> Any:
+    """The JSON value in a record (NaN and infinities included: the lab writes them for a diverged run). Raises
+    FileNotFoundError and UnreadableRecord as :func:`record_text`."""
+    text = record_text(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UnreadableRecord(path, f"not valid JSON (line {err.lineno}, column {err.colno})") from None
+    except RecursionError:
+        raise UnreadableRecord(path, f"nested deeper than {MAX_RECORD_DEPTH} levels") from None
+    return check_shape(path, data)
+
+
+def read_yaml_record(path: Path) -> Any:
+    """The YAML value in a record, as plain data (YAML's safe types only: nothing in it is resolved or built).
+    Raises FileNotFoundError and UnreadableRecord as :func:`record_text`."""
+    text = record_text(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = "" if mark is None else f" (line {mark.line + 1}, column {mark.column + 1})"
+        raise UnreadableRecord(path, f"not valid YAML{where}") from None
+    except yaml.YAMLError:
+        raise UnreadableRecord(path, "not valid YAML") from None
+    except RecursionError:
+        raise UnreadableRecord(path, f"nested deeper than {MAX_RECORD_DEPTH} levels") from None
+    except Exception as err:  # noqa: BLE001 - a tagged scalar that its type's converter refuses (!!float x)
+        raise UnreadableRecord(path, f"not valid YAML (a value its tag's type refuses: {type(err).__name__})") from None
+    return check_shape(path, data)
+
+
+def recorded_overrides(record: Any, part: str) -> Any:
+    """``hydra.overrides.<part>`` (task: the jobs' overrides, hydra: Hydra's own) of multirun.yaml's data; None
+    where the record has no such key."""
+    for key in ("hydra", "overrides", part):
+        record = record.get(key) if isinstance(record, dict) else None
+    return record
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; {} when it is missing, unreadable (:func:`read_json_record`) or not an object."""
+    try:
+        data = read_json_record(path)
+    except (FileNotFoundError, UnreadableRecord):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -38,25 +38,32 @@ from attention_lab.run.tracebacks import full_error_requested
 
 
 def check_machine_and_data(cfg: DictConfig) -> None:
-    """The checks that read files or ask torch: corpus, task data, device, and one block's attention built as the
-    model builds it (the variant's class checks what the torch-free rules cannot: its own options' values)."""
+    """The checks that read files or ask torch: corpus, task data, device, one block's attention built as the model
+    builds it (the variant's class checks what the torch-free rules cannot: its own options' values), and whether
+    the run fits in memory (:mod:`attention_lab.run.footprint`)."""
+    import torch
+
     from attention_lab.attention import AttentionArgumentError
     from attention_lab.config import ModelConfig, TaskConfig, typed
     from attention_lab.data.corpus import Vocabulary, read_sentences
     from attention_lab.data.tasks import build_task
     from attention_lab.model import block_attention
+    from attention_lab.run.footprint import check_fits
 
     task = typed(TaskConfig, cfg.task)
     sentences = read_sentences(task.corpus)
     vocab, builder = Vocabulary.for_task(sentences, task.words), build_task(task.name)
     builder.check(vocab, sentences, task)
     builder.check_ood(vocab, sentences, task)
-    resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
+    accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
     model = typed(ModelConfig, OmegaConf.to_container(cfg.model, resolve=True))
     try:
-        block_attention(model, model.name, model.num_heads)
+        with torch.device("meta"):  # built for its checks, never run: nothing allocated, whatever d_model is
+            block_attention(model, model.name, model.num_heads)
     except AttentionArgumentError as err:
         raise attention_error(err, cfg) from err
+    optimizer = str(OmegaConf.select(cfg, "module.optimizer._target_", default=""))
+    check_fits(model, task, len(vocab), int(cfg.batch_size), optimizer, accelerator)
 
 
 def check_run(cfg: DictConfig) -> None:

@@ -17,7 +17,14 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from attention_lab.errors import ConfigError
 from attention_lab.run import replay
 from attention_lab.run.contained import check_contained
-from attention_lab.run.files import METRICS, SAVED_CONFIG, SAVED_OVERRIDES, save_yaml
+from attention_lab.run.files import (
+    METRICS,
+    SAVED_CONFIG,
+    SAVED_OVERRIDES,
+    UnreadableRecord,
+    read_yaml_record,
+    save_yaml,
+)
 from attention_lab.run.overrides import override_key
 
 KEPT_ON_RESUME = ("model", "task")  # what a resumed run may not change
@@ -47,9 +54,9 @@ def read_saved_overrides(run_dir: Path, setting: str) -> list[str]:
     if not path.is_file():
         raise ConfigError(f"{setting} is invalid: {run_dir} is not a run dir (no {SAVED_OVERRIDES} there)")
     try:
-        saved = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-    except Exception as err:  # noqa: BLE001 - any unreadable file: the run dir is damaged
-        raise ConfigError(f"{setting} is invalid: {path} is not readable YAML ({type(err).__name__})") from None
+        saved = read_yaml_record(path)
+    except UnreadableRecord as err:  # the run dir is damaged
+        raise ConfigError(f"{setting} is invalid: {path} is unreadable: {err.problem}") from None
     if not isinstance(saved, list) or not all(isinstance(o, str) for o in saved):
         raise ConfigError(f"{setting} is invalid: {path} is not a list of overrides")
     for override in replay.check_overrides(saved, setting, path):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from attention_lab.errors import ConfigError
-from attention_lab.run.files import read_json, write_json
+from attention_lab.run.files import UnreadableRecord, read_json_record, write_json
 
 
 class MalformedRecord(ConfigError):
@@ -64,8 +64,11 @@ class RunRecord:
         not a JSON object or a field of the wrong type, so that no reader trips over it later."""
         if not path.is_file():
             return None
-        data = read_json(path)
-        if not data and path.read_bytes().strip() not in (b"", b"{}"):
+        try:
+            data = read_json_record(path) if path.stat().st_size else {}
+        except UnreadableRecord as err:
+            raise MalformedRecord(f"{path} is malformed: {err.problem}") from None
+        if not isinstance(data, dict):
             raise MalformedRecord(f"{path} is malformed: not a JSON object")
         record, problems = parse(data)
         if problems:

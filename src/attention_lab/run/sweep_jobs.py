@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attention_lab.config import FROM_KNOBS
 from attention_lab.errors import ConfigError
-from attention_lab.run.files import MULTIRUN_RECORD
+from attention_lab.run.files import MULTIRUN_RECORD, UnreadableRecord, read_yaml_record, recorded_overrides
 from attention_lab.run.overrides import override_key
 
 # The sweepers whose jobs are the product of the sweep's values, by their option name in hydra/sweeper.
@@ -79,8 +79,11 @@ def swept_keys(sweep_dir: Path | None, sweeper_params: Any) -> list[str]:
     arguments = params_arguments(sweeper_params)
     saved = sweep_dir / MULTIRUN_RECORD if sweep_dir is not None else None
     if saved is not None and saved.is_file():
-        recorded = OmegaConf.select(OmegaConf.load(saved), "hydra.overrides.task")
-        arguments += [str(o) for o in recorded or [] if isinstance(o, str)]
+        try:
+            recorded = recorded_overrides(read_yaml_record(saved), "task")
+        except (FileNotFoundError, UnreadableRecord):  # a damaged record: show what the job sets instead
+            return []
+        arguments += [o for o in recorded if isinstance(o, str)] if isinstance(recorded, list) else []
     try:
         parsed = OverridesParser.create().parse_overrides(arguments)
     except Exception:  # noqa: BLE001 - a damaged record: show what the job sets instead

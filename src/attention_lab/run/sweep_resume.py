@@ -39,7 +39,10 @@ from attention_lab.run.files import (
     RUN_INFO,
     SAVED_OVERRIDES,
     TRACEBACK,
+    UnreadableRecord,
     read_json,
+    read_yaml_record,
+    recorded_overrides,
 )
 from attention_lab.run.overrides import override_key
 from attention_lab.run.resume import FURTHER_TRAINING, read_saved_overrides
@@ -66,10 +69,12 @@ def read_record(sweep_dir: Path, setting: str) -> tuple[list[str], list[str]]:
     """The sweep's task and hydra overrides, from multirun.yaml read as data (nothing is resolved)."""
     path = sweep_dir / MULTIRUN_RECORD
     try:
-        record = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-        task, hydra = record["hydra"]["overrides"]["task"], record["hydra"]["overrides"]["hydra"]
-    except Exception:  # noqa: BLE001 - unreadable, or not Hydra's record: the sweep dir is damaged
-        raise ConfigError(f"{setting} is invalid: {path} is not Hydra's record of a sweep") from None
+        record = read_yaml_record(path)
+    except UnreadableRecord as err:  # the sweep dir is damaged
+        raise ConfigError(f"{setting} is invalid: {path} is unreadable: {err.problem}") from None
+    task, hydra = recorded_overrides(record, "task"), recorded_overrides(record, "hydra")
+    if task is None or hydra is None:
+        raise ConfigError(f"{setting} is invalid: {path} is not Hydra's record of a sweep")
     if not isinstance(task, list) or not isinstance(hydra, list) or not all(isinstance(o, str) for o in [*task, *hydra]):
         raise ConfigError(f"{setting} is invalid: {path} holds overrides that are not text")
     keys = {o.input_line: o.key_or_group for o in replay.check_overrides([*task, *hydra], setting, path)}
@@ -179,8 +184,8 @@ def check_room(sweep_dir: Path, setting: str) -> None:
 
 def readable_record(path: Path) -> bool:
     try:
-        return OmegaConf.is_list(OmegaConf.select(OmegaConf.load(path), "hydra.overrides.task"))
-    except Exception:  # noqa: BLE001 - any unreadable file
+        return isinstance(recorded_overrides(read_yaml_record(path), "task"), list)
+    except (FileNotFoundError, UnreadableRecord):
         return False
 
 
