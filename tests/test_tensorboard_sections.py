@@ -16,6 +16,7 @@ from attention_lab.callbacks.log_schedule import logged_steps
 from attention_lab.head_metrics import HeadMetric
 from attention_lab.run.files import tensorboard_dir
 from attention_lab.tensorboard_logger import LEARNING_CURVES, SECTION, tensorboard_tag
+from attention_lab.tensorboard_plugin.declared import DeclaredSizes
 from attention_lab.tensorboard_plugin.run_data import Source
 from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME, PROBE_TAG
 from conftest import run_train
@@ -70,7 +71,8 @@ def test_the_attention_tab_shows_the_ablations(run_dir: Path):
     multiplexer = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={PLUGIN_NAME: 0})
     multiplexer.AddRunsFromDirectory(logdir)
     multiplexer.Reload()
-    source = Source(data_provider.MultiplexerDataProvider(multiplexer, logdir), context.RequestContext(), "")
+    source = Source(data_provider.MultiplexerDataProvider(multiplexer, logdir), context.RequestContext(), "",
+                    DeclaredSizes(logdir))
     (run,) = [r["run"] for r in source.runs()]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     grids = {grid["family"]: grid for grid in source.scores(run, MAX_STEPS)}

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
+from attention_lab.config import register_configs
 from attention_lab.run.files import tensorboard_dir
 from attention_lab.tensorboard_logger import tensorboard_tag
 from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, compose_config, run_train
@@ -63,6 +64,7 @@ def events(solved_run: Path) -> EventAccumulator:
 
 @pytest.fixture(scope="module")
 def solved_cfg(solved_run: Path):
+    register_configs()  # the saved config's interpolations use the lab's resolvers, also when no test composed yet
     return OmegaConf.load(solved_run / ".hydra" / "config.yaml")
 
 
