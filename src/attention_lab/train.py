@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf, read_write
 from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
 from attention_lab.callbacks.latest_checkpoint import LatestCheckpoint
+from attention_lab.callbacks.module_values import ModuleValues
 from attention_lab.callbacks.rng_state import RngState
 from attention_lab.callbacks.run_end_note import RunEndNote
 from attention_lab.callbacks.run_record import RunRecord
@@ -152,9 +153,12 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     if stop.signum is not None:  # a signal while the data was built: stop before the model and the trainer
         raise TrainingInterrupted(stop.signum, 0, None)
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
+    cache = module.model.kv_cache_per_token()
+    log.info("model: %d parameters; KV cache per token: %s", sum(p.numel() for p in module.parameters()),
+             "none (a recurrent state)" if cache is None else f"{cache} numbers over {cfg.model.layers} layers")
     graceful, solved, end_note = GracefulStop(stop), StepsToSolve(), RunEndNote(stop, output_dir)
     callbacks = [*instantiate_all(cfg.get("callbacks"), context.name), graceful, StopOnNonFiniteLoss(), RngState(), solved,
-                 LatestCheckpoint(), end_note]
+                 LatestCheckpoint(), ModuleValues(), end_note]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
