@@ -8,8 +8,9 @@ are concatenated to the content parts, q = [q_C; q_R], k = [k_C; k_R], and the s
 Queries can be low-rank too (``q_latent``: c_Q = W_DQ x, then q_C = W_UQ c_Q, q_R from c_Q).
 
 A decoder caches only c_KV and k_R: (d_c + d_h^R) numbers per token and layer, against 2·kv_heads·d_h for
-``multihead``. The softmax is ``multihead``'s (same fused kernel, same weights path through the hooks). The
-rotation is its own: ``position=rope`` (rotating every feature) is refused; ``rope_dim=0`` drops the RoPE part.
+``multihead``. The softmax is ``multihead``'s (same fused kernel, same weights path through the hooks).
+``position=rope`` is this decoupled RoPE (only the d_h^R parts rotate: rotating the content keys would tie them to
+their positions, so that a decoder could not cache the latent alone); with another position there is no RoPE part.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ class MultiHeadLatentAttention(AttentionModule):
     """W_kv_down (x -> c_KV), W_key / W_value (c_KV -> per-head keys / values), W_key_rope (x -> the shared RoPE
     key), W_query and W_query_rope (from x, or from c_Q = W_q_down x), out_proj.
 
-    ``kv_latent`` d_c (None: 4·d_h, DeepSeek-V2's ratio), ``rope_dim`` d_h^R (None: d_h / 2, rounded down to an
-    even width, DeepSeek-V2's ratio; 0: none), ``q_latent`` d_c' (None: full-rank queries).
+    ``kv_latent`` d_c (None: 4·d_h, DeepSeek-V2's ratio), ``rope_dim`` d_h^R (position=rope only; None: d_h / 2,
+    rounded down to an even width, DeepSeek-V2's ratio), ``q_latent`` d_c' (None: full-rank queries).
     """
 
     takes_source = False
@@ -51,18 +52,20 @@ class MultiHeadLatentAttention(AttentionModule):
                  **common) -> None:
         check_optional_width("kv_latent", kv_latent)
         check_optional_width("q_latent", q_latent)
+        rotated = common.get("position") == "rope"
+        if rope_dim is not None and not rotated:
+            why = "only position=rope has a decoupled RoPE part"
+            raise AttentionArgumentError("rope_dim", rope_dim, "null unless position=rope", f"rope_dim={rope_dim} is "
+                                         f"not possible for 'mla' without position=rope: {why}", reason=why)
         if rope_dim is not None and (isinstance(rope_dim, bool) or not isinstance(rope_dim, int)
-                                     or rope_dim < 0 or rope_dim % 2):
-            raise AttentionArgumentError("rope_dim", rope_dim, "an even integer >= 0 (0: no RoPE part), or None")
-        if common.get("position") == "rope":
-            why = "its RoPE is decoupled: only the rope_dim features of each query and the shared key are rotated"
-            raise AttentionArgumentError("position", "rope", "none, learned, sinusoidal or alibi for 'mla'",
-                                         f"position='rope' is not possible for 'mla': {why}", reason=why)
+                                     or rope_dim <= 0 or rope_dim % 2):
+            raise AttentionArgumentError("rope_dim", rope_dim, "a positive even integer, or null for head dim / 2")
         super().__init__(**common)
+        self.position = None if rotated else self.position  # forward() must not rotate every feature: project() does
         check_split_heads("mla", d_out, self.num_heads, d_v)
         self.head_dim = d_out // self.num_heads
         self.kv_latent = 4 * self.head_dim if kv_latent is None else kv_latent
-        self.rope_dim = (self.head_dim // 2) // 2 * 2 if rope_dim is None else rope_dim
+        self.rope_dim = 0 if not rotated else (self.head_dim // 2) // 2 * 2 if rope_dim is None else rope_dim
         self.q_latent = q_latent
         self.W_q_down = None if q_latent is None else nn.Linear(d_in, q_latent, bias=qkv_bias)
         q_in = d_in if q_latent is None else q_latent
@@ -70,7 +73,7 @@ class MultiHeadLatentAttention(AttentionModule):
         self.W_kv_down = nn.Linear(d_in, self.kv_latent, bias=qkv_bias)  # W_DKV: x -> c_KV
         self.W_key = nn.Linear(self.kv_latent, d_out, bias=qkv_bias)  # W_UK
         self.W_value = nn.Linear(self.kv_latent, d_out, bias=qkv_bias)  # W_UV
-        rotated = self.rope_dim > 0
+        rotated = self.rope_dim > 0  # (d_h = 1 leaves no even width to rotate)
         self.W_query_rope = nn.Linear(q_in, self.num_heads * self.rope_dim, bias=qkv_bias) if rotated else None  # W_QR
         self.W_key_rope = nn.Linear(d_in, self.rope_dim, bias=qkv_bias) if rotated else None  # W_KR: shared by all heads
         self.out_proj = nn.Linear(d_out, d_out)
