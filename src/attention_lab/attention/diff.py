@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.attention.alibi import alibi_bias
-from attention_lab.attention.arguments import check_heads_divide, check_positive_int
+from attention_lab.attention.arguments import check_positive_int, divisors
 from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.functional import AttentionOutput, attend
 from attention_lab.attention.multihead import MultiHeadAttention
@@ -49,8 +49,13 @@ class DiffAttention(MultiHeadAttention):
 
     def __init__(self, d_in: int, d_out: int, *, layer: int = 1, **common) -> None:
         check_positive_int("layer", layer)
-        check_heads_divide("diff", 2 * common.get("num_heads", 1), d_out)  # two halves per head
-        if common.get("position") == "rope" and (d_out // common.get("num_heads", 1)) % 4:
+        num_heads = common.get("num_heads", 1)
+        if d_out % (2 * num_heads):  # two halves per head
+            why = "each head splits its queries and keys into two halves"
+            raise AttentionArgumentError(
+                "num_heads", num_heads, f"a divisor of d_out / 2 = {d_out / 2:g}: {divisors(d_out // 2)}",
+                f"num_heads ({num_heads}) must divide d_out / 2 ({d_out / 2:g}) for 'diff': {why}", reason=why)
+        if common.get("position") == "rope" and (d_out // num_heads) % 4:
             raise AttentionArgumentError(
                 "position", "rope", "another position: rope rotates each half-head, and needs d_out / num_heads "
                 "to be a multiple of 4", reason="rope rotates pairs within each half of a head")
