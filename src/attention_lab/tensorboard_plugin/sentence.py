@@ -119,4 +119,4 @@ class SentenceModels:
         return {"run": run, "text": text, "words": maps.words, "query_words": maps.query_words,
                 "key_words": maps.words, "query_axis": maps.query_axis, "predictions": maps.predictions,
                 "weights": [layer.round(DECIMALS).tolist() for layer in maps.weights], "notes": notes,
-                "checkpoint": files.checkpoint.name, "step": step}
+                "checkpoint": files.checkpoint.name, "step": step, "scale": maps.colour_scale().as_dict()}
