@@ -55,7 +55,7 @@ def test_every_variant_declares_what_it_is(variant):
     for attribute in ("takes_source", "multi_head", "grouped_kv", "projects"):
         assert isinstance(getattr(cls, attribute), bool), attribute
     assert isinstance(cls.options, tuple)
-    d_model = 12
+    d_model = 24  # heads 1 to 4 split it, and diff's two halves of every head too
     for heads in (1, 2, 3, 4) if cls.multi_head else (1,):
         module = build_attention(variant, d_in=d_model, d_out=cls.d_out_for(d_model, heads), num_heads=heads,
                                  causal=cls.causal_only)
@@ -77,10 +77,12 @@ def test_the_declarations_match_the_variants():
         "linear": (False, True, True, False),
         "sigmoid": (False, True, True, True),
         "conv": (False, True, False, False),
+        "diff": (False, True, True, True),
         "gated_deltanet": (False, True, False, False),
         "mamba2": (False, True, False, False),
         "based": (False, True, False, False),
         "retnet": (False, True, False, False),
+        "mla": (False, True, False, True),
     }
     causal_only = sorted(name for name, cls in ATTENTION_REGISTRY.items() if cls.causal_only)
     assert causal_only == ["based", "gated_deltanet", "mamba2", "retnet"]

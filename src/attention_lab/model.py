@@ -26,10 +26,13 @@ def sinusoidal_table(length: int, d_model: int) -> Tensor:
     return table
 
 
-def block_attention(config: ModelConfig, variant: str, num_heads: int) -> nn.Module:
-    """One block's attention: ``variant`` is the config's own, or ``self`` for cross's encoder."""
+def block_attention(config: ModelConfig, variant: str, num_heads: int, layer: int = 1) -> nn.Module:
+    """One block's attention: ``variant`` is the config's own, or ``self`` for cross's encoder; ``layer`` its
+    1-based depth, handed to a variant that declares a ``layer`` option (one that depends on its depth)."""
     # The variant's own options (its yaml's `options:`) go to its blocks only, not to cross's self-attention encoder.
     options = dict(config.options) if variant == config.name else {}
+    if "layer" in ATTENTION_REGISTRY[variant].options:
+        options.setdefault("layer", layer)
     position = Position(config.position)  # the attention acts on rope and alibi; the rest act on embeddings
     return build_attention(
         variant, d_in=config.d_model, d_out=ATTENTION_REGISTRY[variant].d_out_for(config.d_model, num_heads),
@@ -80,15 +83,22 @@ class SequenceModel(nn.Module):
             self.position_table = None
         self.dropout = nn.Dropout(config.dropout)
         if self.encoder_decoder:
-            self.encoder = nn.ModuleList(self.block("self", 1) for _ in range(config.layers))
+            self.encoder = nn.ModuleList(self.block("self", 1, layer) for layer in range(1, config.layers + 1))
             self.output_queries = nn.Embedding(config.context_length, d_model)  # one learned query per output slot
-        self.blocks = nn.ModuleList(self.block(config.name, config.num_heads) for _ in range(config.layers))
+        self.blocks = nn.ModuleList(self.block(config.name, config.num_heads, layer)
+                                    for layer in range(1, config.layers + 1))
         self.final_norm = nn.LayerNorm(d_model) if config.block.layer_norm else nn.Identity()
         self.lm_head = nn.Linear(d_model, vocab_size)
 
-    def block(self, variant: str, num_heads: int) -> Block:
-        return Block(block_attention(self.config, variant, num_heads), self.config.d_model, self.config.block,
+    def block(self, variant: str, num_heads: int, layer: int) -> Block:
+        return Block(block_attention(self.config, variant, num_heads, layer), self.config.d_model, self.config.block,
                      self.config.dropout)
+
+    def kv_cache_per_token(self) -> int | None:
+        """The numbers a decoder caches per token over all its layers (keys and values); None if a layer caches
+        none (a recurrence)."""
+        sizes = [block.attention.kv_cache_per_token() for block in self.blocks]
+        return None if None in sizes else sum(sizes)
 
     def forward(self, tokens: Tensor, *, key_padding_mask: Tensor | None = None) -> Tensor:
         """tokens: (B, T) -> logits (B, T, vocab). What the attention computes inside (scores, weights, each

@@ -13,6 +13,8 @@ from matplotlib.path import Path
 from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D, Bbox
 
+from attention_lab.review.colour_scale import UNIT_SCALE, ColourScale
+
 ANNOTATED_CELLS = 100  # maps with at most this many cells show their weights
 ANNOTATION_SIZE = 7  # points
 CELL_SIZE = 0.4  # inches per cell of attention_figure: room for "0.00" at ANNOTATION_SIZE
@@ -29,8 +31,11 @@ def run_title(run_name: str, detail: str, limit: int = 40) -> str:
     return f"{name if len(name) <= limit else name[: limit - 1] + '…'}\n{detail}"
 
 
-def weight_label(value: float) -> tuple[str, str]:
-    """The annotation of a cell: its text and colour (dark text on the bright end of viridis)."""
+def weight_label(value: float, scale: ColourScale = UNIT_SCALE) -> tuple[str, str]:
+    """The annotation of a cell: its text and colour (dark text on the bright end of viridis, and on the pale
+    middle of a signed scale)."""
+    if scale.signed:
+        return f"{value:.2f}", "black" if abs(value) < 0.6 * scale.vmax else "white"
     return f"{value:.2f}", "black" if value > 0.6 else "white"
 
 
@@ -44,12 +49,13 @@ def label_path(text: str) -> Path:
 
 
 def draw_heatmap(ax, weights, query_words: Sequence[str], key_words: Sequence[str], title: str = "", *,
-                 xlabel: str = "key (attended to)", ylabel: str = "query") -> None:
-    """weights: (T_q, T_k) array-like. Rows = queries (y axis), columns = keys (x axis)."""
+                 xlabel: str = "key (attended to)", ylabel: str = "query", scale: ColourScale = UNIT_SCALE) -> None:
+    """weights: (T_q, T_k) array-like. Rows = queries (y axis), columns = keys (x axis); colours on ``scale``."""
     # interpolation "none" without resampling: Agg scales the cells as it draws them, in half the time of
     # "nearest". Above the tick marks (which end on the cells' edge), below the spines: the TensorBoard
     # callback draws the frame once and then only the cells, spines and weights again, in this order.
-    ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="none", resample=False, zorder=2)
+    ax.imshow(weights, cmap=scale.cmap, vmin=scale.vmin, vmax=scale.vmax, interpolation="none", resample=False,
+              zorder=2)
     ax.set_xticks(range(len(key_words)), labels=key_words, rotation=45, ha="right")
     ax.set_yticks(range(len(query_words)), labels=query_words)
     ax.set_xlabel(xlabel)
@@ -60,7 +66,7 @@ def draw_heatmap(ax, weights, query_words: Sequence[str], key_words: Sequence[st
         # One collection of text outlines, not a Text per cell: drawing 36 Text artists took 20 ms, this 1 ms
         # (the TensorBoard callback redraws it for every head at every logging event).
         cells = [(j, i) for i in range(len(query_words)) for j in range(len(key_words))]
-        labels = [weight_label(float(weights[i][j])) for j, i in cells]
+        labels = [weight_label(float(weights[i][j]), scale) for j, i in cells]
         paths = {text: label_path(text) for text in {text for text, _ in labels}}  # each text once
         points_to_pixels = Affine2D().scale(1 / 72) + ax.figure.dpi_scale_trans
         ax.add_collection(PathCollection([paths[text] for text, _ in labels], offsets=cells,
@@ -70,7 +76,8 @@ def draw_heatmap(ax, weights, query_words: Sequence[str], key_words: Sequence[st
 
 
 def attention_figure(weights, query_words: Sequence[str], key_words: Sequence[str], title: str = "", *,
-                     xlabel: str = "key (attended to)", ylabel: str = "query") -> Figure:
+                     xlabel: str = "key (attended to)", ylabel: str = "query",
+                     scale: ColourScale = UNIT_SCALE) -> Figure:
     """One heatmap and its colorbar, with cells of CELL_SIZE inches, in a figure trimmed to its text.
 
     Laid out by hand, once: constrained layout would measure every artist again at each draw. Positions are
@@ -93,8 +100,8 @@ def attention_figure(weights, query_words: Sequence[str], key_words: Sequence[st
     canvas = FigureCanvasAgg(fig)
     ax, cax = fig.add_axes((0, 0, 1, 1)), fig.add_axes((0, 0, 1, 1))
     place(margin, margin, width + 2 * margin, height + 2 * margin)  # margins that hold every label
-    draw_heatmap(ax, weights, query_words, key_words, title, xlabel=xlabel, ylabel=ylabel)
-    fig.colorbar(ax.images[0], cax=cax)
+    draw_heatmap(ax, weights, query_words, key_words, title, xlabel=xlabel, ylabel=ylabel, scale=scale)
+    fig.colorbar(ax.images[0], cax=cax, label=scale.label if scale.signed else None)
     # What the words, axis labels, title and colorbar take around the heatmap does not depend on where the
     # heatmap is: measure it once and trim the margins to it.
     renderer = canvas.get_renderer()

@@ -82,6 +82,11 @@ class AttentionModule(nn.Module):
         return {key: point for key, point in (("on_scores", self.hook_scores), ("on_weights", self.hook_weights))
                 if point.active}
 
+    def kv_cache_per_token(self) -> int | None:
+        """The numbers a decoder caches per token for this layer's keys and values; None where it caches no keys
+        and values (a recurrence keeps a state instead)."""
+        return None
+
     def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         raise NotImplementedError
 

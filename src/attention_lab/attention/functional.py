@@ -70,6 +70,16 @@ def attend(
     rows_may_be_empty = mask is not None or window is not None
 
     explicit = need_weights or on_scores is not None or on_weights is not None
+    if not explicit and q.shape[-1] != v.shape[-1]:
+        # PyTorch's fused kernels want one width for q, k and v; otherwise it falls back to forming the T_q x T_k
+        # matrix. Zero features change no dot product and no weighted sum: pad the narrower side, keep the scale.
+        d_k, d_v = q.shape[-1], v.shape[-1]
+        scale = 1.0 / math.sqrt(d_k) if scale is None else scale
+        if d_k < d_v:
+            q, k = F.pad(q, (0, d_v - d_k)), F.pad(k, (0, d_v - d_k))
+        context, _ = attend(q, k, F.pad(v, (0, max(d_k - d_v, 0))), causal=causal, mask=mask, window=window,
+                            bias=bias, scale=scale, need_weights=False, dropout_p=dropout_p, enable_gqa=enable_gqa)
+        return AttentionOutput(context[..., :d_v], None)
     if not explicit:
         if only_causal and bias is None:
             return AttentionOutput(F.scaled_dot_product_attention(

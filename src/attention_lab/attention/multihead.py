@@ -35,6 +35,9 @@ class MultiHeadAttention(AttentionModule):
         self.out_proj = nn.Linear(d_out, d_out)  # combines the heads' outputs
         self.output_dim = d_out
 
+    def kv_cache_per_token(self) -> int | None:
+        return 2 * self.kv_heads * self.head_dim  # a key and a value per kv head
+
     def split_heads(self, x: Tensor, heads: int) -> Tensor:
         b, t, _ = x.shape  # (B, T, heads * head_dim) -> (B, heads, T, head_dim)
         return x.view(b, t, heads, self.head_dim).transpose(1, 2)

@@ -18,6 +18,7 @@ from attention_lab.callbacks.log_schedule import is_logged
 from attention_lab.data.corpus import PAD_ID, UNK, tokenize
 from attention_lab.data.probe import probe_axes
 from attention_lab.plotting import attention_figure, label_path, run_title, weight_label
+from attention_lab.review.colour_scale import UNIT_SCALE, ColourScale, colour_scale
 
 if TYPE_CHECKING:
     from attention_lab.lit_module import AttentionLitModule
@@ -32,8 +33,11 @@ class HeatmapFigure:
     the order a full draw uses: the cells, the spines over their edges, the weights and the title
     (matplotlib's blitting): 4 ms a map, where a full ``canvas.draw()`` takes 26 ms, mostly text layout."""
 
-    def __init__(self, query_words: Sequence[str], key_words: Sequence[str], title: str) -> None:
-        self.figure = attention_figure(np.zeros((len(query_words), len(key_words))), query_words, key_words, title)
+    def __init__(self, query_words: Sequence[str], key_words: Sequence[str], title: str,
+                 scale: ColourScale = UNIT_SCALE) -> None:
+        self.scale = scale  # its colorbar is part of the kept frame: another scale is another figure
+        self.figure = attention_figure(np.zeros((len(query_words), len(key_words))), query_words, key_words, title,
+                                       scale=scale)
         self.canvas = FigureCanvasAgg(self.figure)
         ax = self.figure.axes[0]
         self.image, self.title = ax.images[0], ax.title
@@ -57,7 +61,7 @@ class HeatmapFigure:
         until the next render."""
         self.image.set_data(weights)
         if self.labels is not None:
-            texts, colors = zip(*(weight_label(float(w)) for w in np.ravel(weights)), strict=True)
+            texts, colors = zip(*(weight_label(float(w), self.scale) for w in np.ravel(weights)), strict=True)
             for text in texts:
                 if text not in self.label_paths:
                     self.label_paths[text] = label_path(text)
@@ -152,11 +156,14 @@ class AttentionMapLogger(L.Callback):
         self.last_logged_step, self.last_images = step, images
         query_words, words = probe_axes(self.probe_words, pl_module.vocab, pl_module.model.encoder_decoder)
         maps = self.heatmaps(pl_module, words, step) if images else []
+        scale = colour_scale([block.attention.kind for block in pl_module.model.blocks],
+                             max((float(np.abs(w).max()) for _, _, w in maps if w.size), default=0.0))
         predictions = None if predictions_done else self.predictions_table(trainer, pl_module)
         if self.worker is None:
             self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-maps")
         self.pending = [f for f in self.pending if not f.done() or f.exception() is not None]
-        self.pending.append(self.worker.submit(self.write, writer, maps, query_words, words, predictions, step))
+        self.pending.append(self.worker.submit(self.write, writer, maps, query_words, words, predictions, step,
+                                               scale))
 
     def heatmaps(self, pl_module: AttentionLitModule, words: list[str], step: int) -> list[tuple[str, str, np.ndarray]]:
         """(tag, title, weights) of every layer and head for the probe's ``words``."""
@@ -167,19 +174,20 @@ class AttentionMapLogger(L.Callback):
                 for head, head_weights in enumerate(layer_weights[0].float().cpu().numpy())]
 
     def write(self, writer, maps: list[tuple[str, str, np.ndarray]], query_words: Sequence[str],
-              key_words: Sequence[str], predictions: str | None, step: int) -> None:
-        self.write_maps(writer, maps, query_words, key_words, step)
+              key_words: Sequence[str], predictions: str | None, step: int, scale: ColourScale = UNIT_SCALE) -> None:
+        self.write_maps(writer, maps, query_words, key_words, step, scale)
         if predictions is not None:
             writer.add_text("predictions", predictions, step)
 
     def write_maps(self, writer, maps: list[tuple[str, str, np.ndarray]], query_words: Sequence[str],
-                   key_words: Sequence[str], step: int) -> None:
-        """(tag, title, weights) heatmaps to TensorBoard."""
+                   key_words: Sequence[str], step: int, scale: ColourScale = UNIT_SCALE) -> None:
+        """(tag, title, weights) heatmaps to TensorBoard, coloured on ``scale``."""
         layout = (tuple(query_words), tuple(key_words))
         for tag, title, weights in maps:
             figure = self.figures.get(layout)
-            if figure is None or not figure.fits(title):  # a longer title than the figure has room for
-                figure = self.figures[layout] = HeatmapFigure(query_words, key_words, title)
+            # another scale (a signed map's bound moves with its weights), or a longer title than it has room for
+            if figure is None or figure.scale != scale or not figure.fits(title):
+                figure = self.figures[layout] = HeatmapFigure(query_words, key_words, title, scale)
             writer.add_image(tag, figure.render(weights, title), step, dataformats="HWC")
 
     def predictions_table(self, trainer: L.Trainer, pl_module: AttentionLitModule) -> str | None:

@@ -68,7 +68,8 @@ class AttentionSummaryLogger(L.Callback):
         _, weights = pl_module.predict_words([words])
         if not weights:
             return
-        layout = WordLayout(query_words, words, "output position" if pl_module.model.encoder_decoder else "query")
+        layout = WordLayout(query_words, words, "output position" if pl_module.model.encoder_decoder else "query",
+                            tuple(block.attention.kind for block in pl_module.model.blocks))
         stacked = np.stack([w[0].detach().float().cpu().numpy() for w in weights])  # (layers, heads, Tq, Tk)
         if self.writer is None:
             self.writer = EventFileWriter(log_dir, filename_suffix=".attention")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from attention_lab.review.colour_scale import ColourScale, colour_scale
+
 
 @dataclass
 class AttentionMaps:
@@ -19,6 +21,11 @@ class AttentionMaps:
     encoder_decoder: bool = False
     description: str = ""  # the run: directory and main settings
     unknown: list[str] = field(default_factory=list)  # words of the text not in the vocabulary
+    kinds: list[str] = field(default_factory=list)  # each layer's attention kind (AttentionModule.kind)
+
+    def colour_scale(self) -> ColourScale:
+        """0–1 for weights in [0, 1]; a scale symmetric around 0 for signed or unbounded maps (diff, recurrences)."""
+        return colour_scale(self.kinds, max((float(abs(w).max()) for w in self.weights if w.size), default=0.0))
 
     @property
     def layers(self) -> int:

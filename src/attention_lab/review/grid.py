@@ -33,6 +33,8 @@ def grid_figure(maps: AttentionMaps):
 
     from attention_lab.plotting import draw_heatmap
 
+    scale = maps.colour_scale()
+
     rows, cols = maps.layers, maps.heads
     n_q, n_k = len(maps.query_words), len(maps.words)
     title = grid_title(maps, grid_figsize(rows, cols, n_q, n_k)[0])
@@ -41,11 +43,12 @@ def grid_figure(maps: AttentionMaps):
     for layer in range(rows):
         for head in range(cols):
             ax = axes[layer][head]
-            draw_heatmap(ax, maps.weights[layer][head], maps.query_words, maps.words, f"layer {layer} · head {head}")
+            draw_heatmap(ax, maps.weights[layer][head], maps.query_words, maps.words, f"layer {layer} · head {head}",
+                         scale=scale)
             ax.set_xlabel("key (attended to)" if layer == rows - 1 else "")
             ax.set_ylabel(maps.query_axis if head == 0 else "")
-    fig.colorbar(ScalarMappable(Normalize(0.0, 1.0), cmap="viridis"), ax=axes, shrink=min(1.0, 0.9 / rows ** 0.5),
-                 label="attention weight")
+    fig.colorbar(ScalarMappable(Normalize(scale.vmin, scale.vmax), cmap=scale.cmap), ax=axes,
+                 shrink=min(1.0, 0.9 / rows ** 0.5), label=scale.label)
     fig.suptitle("\n".join(title), fontsize=11)
     return fig
 
@@ -60,7 +63,7 @@ def save_grid_png(maps: AttentionMaps, path: Path) -> Path:
     image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba()).convert("RGB")
     info = PngImagePlugin.PngInfo()
     layout = {"layers": maps.layers, "heads": maps.heads, "query_words": maps.query_words, "key_words": maps.words,
-              "title": canvas.figure.get_suptitle().splitlines()}
+              "title": canvas.figure.get_suptitle().splitlines(), "colour_scale": maps.colour_scale().as_dict()}
     info.add_text("Title", maps.text)
     info.add_text("Description", json.dumps(layout))
     info.add_text("Software", "attention-lab scripts/visualize.py")

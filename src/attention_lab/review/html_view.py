@@ -118,6 +118,7 @@ def render_html(maps: AttentionMaps, *, decimals: int = 4, opening: dict | None 
         # weights[layer][head][query][key], rounded: the page stays small, lines are drawn from these
         "weights": [[[[round(float(w), decimals) for w in row] for row in head] for head in layer]
                     for layer in maps.weights],
+        "scale": maps.colour_scale().as_dict(),  # 0–1, or symmetric around 0 for a signed map
         "initial": None if opening is None else {"layer": opening["layer"], "head": opening["head"]},
     }
     sentence = f"input “{' '.join(maps.words)}”  →  prediction “{' '.join(maps.predictions)}”"

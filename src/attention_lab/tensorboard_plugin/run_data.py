@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from tensorboard.data import provider as data_provider
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 
+from attention_lab.review.colour_scale import colour_scale
 from attention_lab.tensorboard_plugin.declared import DeclaredSizes, RunOutside
 from attention_lab.tensorboard_plugin.limits import weights_for_page
 from attention_lab.tensorboard_plugin.run_names import run_label
@@ -86,7 +88,8 @@ class Source:
             raise NoMaps("this run's model has no attention heads to show")
         return {"run": run, "steps": steps, "step": chosen.step, "query_words": layout.query_words,
                 "key_words": layout.key_words, "query_axis": layout.query_axis,
-                "weights": weights_for_page(weights)}
+                "weights": weights_for_page(weights),
+                "scale": colour_scale(layout.kinds, float(np.abs(weights).max())).as_dict()}
 
     def scores(self, run: str, step: int) -> list[dict]:
         """The head-score and ablation grids of ``run`` as logged at or before ``step``; [] when none. They are

@@ -191,4 +191,4 @@ class SentenceModels:
         return {"run": run, "text": text, "words": maps.words, "query_words": maps.query_words,
                 "key_words": maps.words, "query_axis": maps.query_axis, "predictions": maps.predictions,
                 "weights": [weights_for_page(layer) for layer in maps.weights], "notes": notes,
-                "checkpoint": loaded.files.checkpoint.name, "step": loaded.step}
+                "checkpoint": loaded.files.checkpoint.name, "step": loaded.step, "scale": maps.colour_scale().as_dict()}

@@ -35,10 +35,11 @@ class WordLayout:
     query_words: list[str]  # rows: the probe's words, or output positions of an encoder-decoder model
     key_words: list[str]  # columns: the probe's words as the model saw them (<unk> for unknown ones)
     query_axis: str = "query"  # "output position" for encoder-decoder models
+    kinds: tuple[str, ...] = ()  # each layer's attention kind (the colour scale follows it); () reads as softmax
 
     def to_content(self) -> bytes:
         return json.dumps({"version": FORMAT_VERSION, "query_words": self.query_words, "key_words": self.key_words,
-                           "query_axis": self.query_axis}, ensure_ascii=False).encode("utf-8")
+                           "query_axis": self.query_axis, "kinds": list(self.kinds)}, ensure_ascii=False).encode("utf-8")
 
     @classmethod
     def from_content(cls, content: bytes) -> WordLayout:
@@ -53,7 +54,10 @@ class WordLayout:
         for key, value in words.items():
             if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
                 raise RecordError(key, "not a list of words")
-        return cls(words["query_words"], words["key_words"], str(data.get("query_axis", "query")))
+        kinds = data.get("kinds", [])  # absent from records written before maps could be signed
+        if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+            raise RecordError("kinds", "not a list of attention kinds")
+        return cls(words["query_words"], words["key_words"], str(data.get("query_axis", "query")), tuple(kinds))
 
 
 def summary_metadata(layout: WordLayout) -> summary_pb2.SummaryMetadata:

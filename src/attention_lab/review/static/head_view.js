@@ -91,9 +91,12 @@ export function mountHeadView(parts, data, options = {}) {
     parts.layerSelect.value = String(state.layer);
     for (const b of parts.heads.querySelectorAll("button.head"))
       b.classList.toggle("selected", state.heads.includes(Number(b.dataset.head)));
+    // A signed map (review/colour_scale.py): opacity is |weight| over the largest |weight|, negatives dashed.
+    const signed = Boolean(data.scale && data.scale.signed);
     const headText = state.heads.length === 1 ? "head " + state.heads[0] : "heads " + state.heads.join(", ");
     parts.status.textContent = "layer " + state.layer + " of " + layers + " · " + headText + " of " + heads +
-      " · line opacity = attention weight";
+      (signed ? " · line opacity = |weight| / " + formatWeight(data.scale.vmax) + ", dashed = negative"
+              : " · line opacity = attention weight");
 
     svg.replaceChildren();
     hideTooltip();  // its line is gone: a tooltip left up would describe the weights drawn before
@@ -115,8 +118,9 @@ export function mountHeadView(parts, data, options = {}) {
         for (let k = 0; k < data.key_words.length; k++) {
           const w = weights[h][q][k];
           const line = svgElement("line", { class: "attn", x1: xLeft + 6, y1: y(q), x2: xRight - 6, y2: y(k),
-            stroke: headColor(h), "stroke-opacity": Number.isFinite(w) ? w : 0,
+            stroke: headColor(h), "stroke-opacity": !Number.isFinite(w) ? 0 : signed ? Math.abs(w) / data.scale.vmax : w,
             "data-head": h, "data-q": q, "data-k": k, "data-weight": w });
+          if (signed && w < 0) line.setAttribute("stroke-dasharray", "4 3");
           line.appendChild(svgElement("title", {},
             "head " + h + ": " + data.query_words[q] + " → " + data.key_words[k] + "  " + formatWeight(w)));
           line.addEventListener("mousemove", event => showTooltip(event, line.firstChild.textContent));

@@ -5,14 +5,34 @@
 import { formatWeight } from "./head_view.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
-// matplotlib's viridis at five stops, as the PNG maps of the same runs use
+// matplotlib's viridis and RdBu_r at five stops, as the PNG maps of the same runs use
 const VIRIDIS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+const RDBU_R = [[5, 48, 97], [67, 147, 195], [247, 247, 247], [214, 96, 77], [103, 0, 31]];
 
-export function weightColor(w) {
-  const x = Math.min(Math.max(Number.isFinite(w) ? w : 0, 0), 1) * (VIRIDIS.length - 1);
-  const i = Math.min(Math.floor(x), VIRIDIS.length - 2), t = x - i;
-  const rgb = VIRIDIS[i].map((c, n) => Math.round(c + (VIRIDIS[i + 1][n] - c) * t));
+// scale: {vmin, vmax, signed, label} from the server (review/colour_scale.py); none: the 0–1 scale.
+export function weightColor(w, scale) {
+  const lo = scale ? scale.vmin : 0, hi = scale ? scale.vmax : 1, stops = scale && scale.signed ? RDBU_R : VIRIDIS;
+  const clipped = Math.min(Math.max(Number.isFinite(w) ? w : 0, lo), hi);
+  const x = (clipped - lo) / (hi - lo) * (stops.length - 1);
+  const i = Math.min(Math.floor(x), stops.length - 2), t = x - i;
+  const rgb = stops[i].map((c, n) => Math.round(c + (stops[i + 1][n] - c) * t));
   return "rgb(" + rgb.join(",") + ")";
+}
+
+// The colour bar of a scale: a gradient from vmin to vmax with both ends and the label written out.
+export function scaleLegend(scale) {
+  const s = scale || { vmin: 0, vmax: 1, signed: false, label: "attention weight" };
+  const width = 160, steps = 32;
+  const svg = svgElement("svg", { class: "scale-legend", width: width + 90, height: 30 });
+  for (let i = 0; i < steps; i++) {
+    const w = s.vmin + (s.vmax - s.vmin) * (i + 0.5) / steps;
+    svg.appendChild(svgElement("rect", { x: 30 + i * width / steps, y: 2, width: width / steps + 0.5, height: 12,
+      fill: weightColor(w, s), "data-weight": w }));
+  }
+  svg.appendChild(svgElement("text", { x: 26, y: 12, "text-anchor": "end", class: "legend-end" }, formatWeight(s.vmin)));
+  svg.appendChild(svgElement("text", { x: 34 + width, y: 12, class: "legend-end" }, formatWeight(s.vmax)));
+  svg.appendChild(svgElement("text", { x: 30, y: 27, class: "legend-label" }, s.label));
+  return svg;
 }
 
 function svgElement(name, attrs, text) {
@@ -36,11 +56,12 @@ export function heatmap(data, layer, head, options) {
     for (let k = 0; k < cols; k++) {
       const w = weights[q][k];
       const rect = svgElement("rect", { class: "cell", x: k * cell, y: q * cell, width: cell, height: cell,
-        fill: weightColor(w), "data-q": q, "data-k": k, "data-weight": w });
+        fill: weightColor(w, data.scale), "data-q": q, "data-k": k, "data-weight": w });
       cells.appendChild(rect);
       if (options.labels && cell >= 26)
         cells.appendChild(svgElement("text", { class: "cell-value", x: k * cell + cell / 2, y: q * cell + cell / 2,
-          fill: w > 0.6 ? "#222" : "#fff" }, formatWeight(w)));
+          fill: (data.scale && data.scale.signed ? Math.abs(w) < 0.6 * data.scale.vmax : w > 0.6) ? "#222" : "#fff" },
+          formatWeight(w)));
     }
   }
   cells.addEventListener("mouseover", event => {

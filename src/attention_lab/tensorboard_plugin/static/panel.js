@@ -4,7 +4,7 @@
 // shows ("loading", "maps", "message"), and data-step which logged step.
 
 import { mountHeadView } from "./head_view.js";
-import { describeCell, heatmap, mapsGrid } from "./heatmaps.js";
+import { describeCell, heatmap, mapsGrid, scaleLegend } from "./heatmaps.js";
 import { scoresView } from "./scores.js";
 
 function element(tag, className, text) {
@@ -100,7 +100,7 @@ export function createPanel(entry, api) {
       ? "your sentence: “" + state.sentence.words.join(" ") + "” → “" + state.sentence.predictions.join(" ") +
         "” (" + state.sentence.checkpoint + ", step " + state.sentence.step + ")"
       : "probe “" + data.key_words.join(" ") + "” at step " + data.step;
-    grid.replaceChildren(mapsGrid(data, { selected: state.selected, onHover: hover, onLeave: unhover,
+    grid.replaceChildren(scaleLegend(data.scale), mapsGrid(data, { selected: state.selected, onHover: hover, onLeave: unhover,
       onSelect: (layer, head) => {
         state.selected = { layer, head }; state.chosen = true; draw(); state.headView.show(layer, [head]);
       } }));
@@ -111,7 +111,7 @@ export function createPanel(entry, api) {
       labels: true, onHover: hover, onLeave: unhover }));
     rehover(data);
     const viewData = { query_words: data.query_words, key_words: data.key_words, query_axis: data.query_axis,
-                       weights: data.weights };
+                       weights: data.weights, scale: data.scale };
     if (state.headView) state.headView.setData(viewData);
     else state.headView = mountHeadView({ layerSelect, heads, allHeads, status: hvStatus, svg, tooltip }, viewData,
                                         { initial: state.selected });
