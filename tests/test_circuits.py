@@ -102,3 +102,59 @@ def test_scores_match_a_float64_reference_on_a_small_model(overrides):
 
 def test_variants_without_multihead_projections_have_no_circuits():
     assert head_circuits(small_model("model=simple")) is None
+
+
+def test_the_callback_logs_every_score_at_every_validation(tmp_path):
+    import lightning as L
+    from hydra.utils import instantiate
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from attention_lab.callbacks.circuit_scores import CircuitScores
+
+    torch.set_num_threads(1)
+    cfg = compose_config(["task.train_size=64", "task.val_size=16", "seed=0"])
+    torch.manual_seed(0)
+    datamodule = instantiate(cfg.data)
+    module = instantiate(cfg.module, vocab=datamodule.vocab.itos)
+    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="")
+    trainer = L.Trainer(max_steps=4, val_check_interval=2, check_val_every_n_epoch=None, limit_val_batches=1, num_sanity_val_steps=0,
+                        logger=logger, callbacks=[CircuitScores()], enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")
+    trainer.fit(module, datamodule=datamodule)
+    logger.experiment.flush()
+    events = EventAccumulator(logger.log_dir)
+    events.Reload()
+
+    final = circuit_scores(head_circuits(module.model))
+    layers, heads = cfg.model.layers, cfg.model.num_heads
+    assert len(final) == 3 * heads * heads * layers * (layers - 1) // 2 + layers * heads
+    logged = set(events.Tags()["scalars"])
+    assert set(final) <= logged
+    validations = [point.step for point in events.Scalars("val/loss")]
+    assert len(validations) == 2
+    for name, value in final.items():
+        points = events.Scalars(name)
+        assert [point.step for point in points] == validations  # at each validation, at the same step
+        assert points[-1].value == pytest.approx(value, rel=1e-5, abs=1e-6)  # TensorBoard stores float32
+    # every tag sorts after TensorBoard's first section ("Loss and accuracy") and none other starts with these
+    assert all(name > "Loss and accuracy" for name in final)
+
+
+def test_the_callback_says_once_where_the_heads_have_no_circuits(caplog):
+    import logging
+    from types import SimpleNamespace
+
+    from attention_lab.callbacks.circuit_scores import CircuitScores
+
+    logged = []
+    module = SimpleNamespace(model=small_model("model=simple"), config=SimpleNamespace(name="simple"),
+                             log=lambda *args, **kwargs: logged.append(args))
+    trainer = SimpleNamespace(sanity_checking=False)
+    callback = CircuitScores()
+    with caplog.at_level(logging.INFO, logger="attention_lab.callbacks.circuit_scores"):
+        callback.on_validation_epoch_end(trainer, module)
+        callback.on_validation_epoch_end(trainer, module)
+    assert logged == []
+    notes = [record.getMessage() for record in caplog.records]
+    assert len(notes) == 1 and "simple" in notes[0]
