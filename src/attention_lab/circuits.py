@@ -1,0 +1,130 @@
+"""Weight-based circuits (Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits"): each head's
+QK and OV matrices in the residual basis, how strongly the heads of one layer compose with those of a later one,
+and how much each head copies tokens. Pure functions on a model's weights: no data, no forward pass.
+
+Row-vector convention (``x @ W``), as TransformerLens's ``FactoredMatrix`` and ``composition_scores``:
+
+- ``W_QK = W_Q W_Kᵀ`` (d_model x d_model): the score of query x on key y is ``x W_QK yᵀ`` (up to 1/√d_head);
+- ``W_OV = W_V W_O`` (d_model x d_model): what the head writes into the residual stream for a token it attends to.
+
+The LayerNorm that the block's attention reads through has its scale folded into W_Q, W_K and W_V
+(``diag(γ) W``); its bias and the projections' biases are left out, as TransformerLens does. Grouped key/value
+heads are repeated for their query heads (query head i uses kv head ``i // (num_heads / kv_heads)``).
+
+Composition of a writer head (layer a) into a reader head (layer b > a), with A = the writer's W_OV:
+``‖A B‖_F / (‖A‖_F ‖B‖_F)``, B = the reader's W_QK (q), its transpose (k), or the reader's W_OV (v).
+
+Copying: the full OV circuit ``W_E W_OV W_U`` (vocabulary x vocabulary, W_U with the final LayerNorm's scale folded
+in) scored ``Σλ / Σ|λ|`` over its eigenvalues: 1 when it only copies, -1 when it only suppresses. It is computed
+on ``W_OV W_U W_E`` (d_model x d_model): XY and YX share their nonzero eigenvalues, and zero eigenvalues add nothing
+to either sum, so the score is the same.
+
+Supported: blocks whose attention is ``multihead`` or a variant built on its projections (``sigmoid``,
+``linear``: there the QK form is the one before the feature map), without an encoder. Elsewhere the heads have no
+per-head W_Q/W_K/W_V/W_O of that shape: :func:`head_circuits` returns None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from attention_lab.attention.multihead import MultiHeadAttention
+
+COMPOSITIONS = ("q", "k", "v")
+
+
+@dataclass(frozen=True)
+class HeadCircuits:
+    """Every head's matrices, float64: ``qk[l][h]`` and ``ov[l][h]`` (d_model x d_model); ``embed`` (vocab x
+    d_model) and ``unembed`` (d_model x vocab) for the full OV circuit."""
+
+    qk: list[list[Tensor]]
+    ov: list[list[Tensor]]
+    embed: Tensor
+    unembed: Tensor
+
+
+def norm_scale(norm: nn.Module, d_model: int) -> Tensor:
+    """The LayerNorm's per-channel scale γ (ones where the block has no LayerNorm)."""
+    weight = getattr(norm, "weight", None)
+    return torch.ones(d_model, dtype=torch.float64) if weight is None else weight.detach().double()
+
+
+def layer_circuits(attention: MultiHeadAttention, scale: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+    """One layer's per-head W_QK and W_OV, the reading LayerNorm's scale folded in."""
+    d, heads, group = attention.head_dim, attention.num_heads, attention.num_heads // attention.kv_heads
+
+    def per_head(linear: nn.Linear, count: int) -> Tensor:  # (count, d_model, d_head): x @ W for each head
+        return (scale[:, None] * linear.weight.detach().double().T).unflatten(1, (count, d)).transpose(0, 1)
+
+    w_q = per_head(attention.W_query, heads)
+    w_k = per_head(attention.W_key, attention.kv_heads).repeat_interleave(group, dim=0)
+    w_v = per_head(attention.W_value, attention.kv_heads).repeat_interleave(group, dim=0)
+    w_o = attention.out_proj.weight.detach().double().T.unflatten(0, (heads, d))  # (heads, d_head, d_model)
+    qk = w_q @ w_k.transpose(1, 2)
+    ov = w_v @ w_o
+    return list(qk), list(ov)
+
+
+def head_circuits(model: nn.Module) -> HeadCircuits | None:
+    """The circuits of a :class:`~attention_lab.model.SequenceModel`; None where its blocks are not supported."""
+    if getattr(model, "encoder_decoder", False):
+        return None
+    blocks = list(model.blocks)
+    if not blocks or not all(isinstance(block.attention, MultiHeadAttention) for block in blocks):
+        return None
+    d_model = model.token_embedding.weight.shape[1]
+    qk, ov = [], []
+    for block in blocks:
+        layer_qk, layer_ov = layer_circuits(block.attention, norm_scale(block.norm_attention, d_model))
+        qk.append(layer_qk)
+        ov.append(layer_ov)
+    unembed = norm_scale(model.final_norm, d_model)[:, None] * model.lm_head.weight.detach().double().T
+    return HeadCircuits(qk, ov, model.token_embedding.weight.detach().double(), unembed)
+
+
+def composition_score(left: Tensor, right: Tensor) -> float:
+    """‖left right‖_F / (‖left‖_F ‖right‖_F): 1 for identical rank-1 matrices, 0 when left's rows are orthogonal to
+    right's columns; 0 as well where either matrix is zero."""
+    denominator = torch.linalg.matrix_norm(left) * torch.linalg.matrix_norm(right)
+    if denominator == 0:
+        return 0.0
+    return float(torch.linalg.matrix_norm(left @ right) / denominator)
+
+
+def copying_score(embed: Tensor, ov: Tensor, unembed: Tensor) -> float:
+    """Σλ / Σ|λ| over the eigenvalues of ``embed @ ov @ unembed``, computed on ``ov @ unembed @ embed``."""
+    eigenvalues = torch.linalg.eigvals(ov @ unembed @ embed)
+    total = eigenvalues.abs().sum()
+    if total == 0:
+        return 0.0
+    return float(eigenvalues.sum().real / total)
+
+
+def composition_tag(kind: str, writer: tuple[int, int], reader: tuple[int, int]) -> str:
+    return f"composition/{kind}/layer{writer[0]}/head{writer[1]}/layer{reader[0]}/head{reader[1]}"
+
+
+def copying_tag(layer: int, head: int) -> str:
+    return f"circuit/copying/layer{layer}/head{head}"
+
+
+def circuit_scores(circuits: HeadCircuits) -> dict[str, float]:
+    """Every composition score (each head of an earlier layer into each head of a later one, q, k and v) and every
+    head's copying score, by tag."""
+    scores: dict[str, float] = {}
+    layers = len(circuits.ov)
+    for a in range(layers):
+        for b in range(a + 1, layers):
+            for i, writer in enumerate(circuits.ov[a]):
+                for j in range(len(circuits.ov[b])):
+                    readers = {"q": circuits.qk[b][j], "k": circuits.qk[b][j].T, "v": circuits.ov[b][j]}
+                    for kind in COMPOSITIONS:
+                        scores[composition_tag(kind, (a, i), (b, j))] = composition_score(writer, readers[kind])
+    for layer, heads in enumerate(circuits.ov):
+        for head, ov in enumerate(heads):
+            scores[copying_tag(layer, head)] = copying_score(circuits.embed, ov, circuits.unembed)
+    return scores
