@@ -77,6 +77,7 @@ def test_the_declarations_match_the_variants():
         "linear": (False, True, True, False),
         "sigmoid": (False, True, True, True),
         "conv": (False, True, False, False),
+        "gated": (False, True, True, True),
         "gated_deltanet": (False, True, False, False),
         "mamba2": (False, True, False, False),
     }

@@ -6,8 +6,10 @@
 gpt-oss, Xiao et al. 2023's sink token without a token). The sink's value is zero, so it adds nothing to the output:
 the mass it takes is what is missing from each row of the T × T map (rows sum to less than 1).
 
-The fused path appends the sink as key T_k with a zero key and a zero value, and gives it its logit through
-scaled_dot_product_attention's additive mask (q·0 = 0, plus the bias b_h). The explicit path forms the T × T scores,
+The fused path adds the sink as one more key of value zero. Under a causal mask alone it keeps the causal
+kernel (``is_causal``, no T × T mask): the sink is key 0, before a dummy query 0 (dropped), and its logit comes
+through one more dimension, 1 in every query and b_h·√d in the sink's key (0 in the others), at the scale 1/√d
+of the real dimensions. Otherwise the sink is key T_k with a zero key, its logit b_h in the additive mask. The explicit path forms the T × T scores,
 normalises them with the log-sum-exp that includes the sink's logit, and computes the output through the hook
 points; a query whose keys are all hidden gives all of its attention to the sink (a zero output, never NaN).
 """
@@ -23,6 +25,20 @@ from torch import Tensor
 
 from attention_lab.attention.functional import AttentionOutput
 from attention_lab.attention.masks import allowed_keys
+
+
+def causal_sink_attention(q: Tensor, k: Tensor, v: Tensor, sink: Tensor, dropout_p: float) -> Tensor:
+    """The causal sink attention through the causal kernel: q (B, H, T, d), k and v (B, H_kv, T, .), sink (1, H, 1, 1)."""
+    b, h, t, d = q.shape
+    groups = h // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # a sink logit per query head
+    queries = F.pad(F.pad(q, (0, 1), value=1.0), (0, 0, 1, 0))  # (B, H, 1 + T, d + 1): dummy query 0, last dim 1
+    sink_key = torch.cat([q.new_zeros(b, h, 1, d), (sink * math.sqrt(d)).expand(b, h, 1, 1)], dim=-1)  # (B, H, 1, d + 1)
+    keys = torch.cat([sink_key, F.pad(k, (0, 1))], dim=2)  # (B, H, 1 + T, d + 1)
+    values = F.pad(v, (0, 0, 1, 0))  # (B, H, 1 + T, d_v): the sink's value is zero
+    context = F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p, is_causal=True,
+                                             scale=1.0 / math.sqrt(d))
+    return context[:, :, 1:]  # (B, H, T, d_v), without the dummy query
 
 
 def sink_attend(
@@ -52,6 +68,8 @@ def sink_attend(
     allowed = allowed_keys(t_q, t_k, causal=causal, window=window, mask=mask, device=q.device)
     sink = sink_logit.to(q.dtype).view(1, h, 1, 1)  # (1, H, 1, 1)
     explicit = need_weights or on_scores is not None or on_weights is not None
+    if not explicit and causal and mask is None and window is None and bias is None:
+        return AttentionOutput(causal_sink_attention(q, k, v, sink, dropout_p), None)
     if not explicit:
         # One more key: zero key, zero value, its logit through the additive mask (B or 1, H, T_q, T_k + 1).
         logits = q.new_zeros((1, h, t_q, t_k)) if bias is None else bias.expand(1, h, t_q, t_k).to(q.dtype)
