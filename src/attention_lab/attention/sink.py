@@ -35,10 +35,13 @@ def causal_sink_attention(q: Tensor, k: Tensor, v: Tensor, sink: Tensor, dropout
     queries = F.pad(F.pad(q, (0, 1), value=1.0), (0, 0, 1, 0))  # (B, H, 1 + T, d + 1): dummy query 0, last dim 1
     sink_key = torch.cat([q.new_zeros(b, h, 1, d), (sink * math.sqrt(d)).expand(b, h, 1, 1)], dim=-1)  # (B, H, 1, d + 1)
     keys = torch.cat([sink_key, F.pad(k, (0, 1))], dim=2)  # (B, H, 1 + T, d + 1)
-    values = F.pad(v, (0, 0, 1, 0))  # (B, H, 1 + T, d_v): the sink's value is zero
+    # (B, H, 1 + T, d_v + 1): the sink's value is zero; the zero last column makes every width d + 1 when d_v = d,
+    # which the flash kernels need (with widths that differ, SDPA falls back to its T x T math path).
+    width = keys.shape[-1] - v.shape[-1]
+    values = F.pad(v, (0, max(width, 0), 1, 0))
     context = F.scaled_dot_product_attention(queries, keys, values, dropout_p=dropout_p, is_causal=True,
                                              scale=1.0 / math.sqrt(d))
-    return context[:, :, 1:]  # (B, H, T, d_v), without the dummy query
+    return context[:, :, 1:, :v.shape[-1]]  # (B, H, T, d_v), without the dummy query and the padding
 
 
 def sink_attend(
