@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from attention_lab.attention.arguments import check_split_heads
 from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.multihead import MultiHeadAttention
 from attention_lab.attention.registry import register
@@ -35,6 +36,7 @@ class GatedAttention(MultiHeadAttention):
     def __init__(self, d_in: int, d_out: int, *, gate: str = "elementwise", **common) -> None:
         if gate not in self.choices["gate"]:  # build_attention checks it first; a direct construction too
             raise AttentionArgumentError("gate", gate, f"one of {', '.join(self.choices['gate'])}")
+        check_split_heads("gated", d_out, common.get("num_heads", 1), common.get("d_v"))
         super().__init__(d_in, d_out, **common)
         self.gate = gate
         self.W_gate = nn.Linear(d_in, d_out if gate == "elementwise" else self.num_heads)
