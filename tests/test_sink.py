@@ -222,3 +222,15 @@ def test_it_trains_with_a_learned_sink_and_bos_through_the_script(tmp_path: Path
     assert 0.0 <= metrics["val/seq_acc"] <= 1.0 and metrics["val/loss"] > 0
     assert 0.0 <= metrics["head_score/first_token/layer0/head0"] <= 1.0
 
+
+
+def test_the_causal_kernel_path_has_the_gradients_of_the_equations():
+    """Causal, no padding: the sink as key 0 through is_causal; its gradients (the sink logit's too) checked."""
+    module = module_of("learned", causal=True, kv_heads=1)
+    x = torch.randn(2, 5, 8, dtype=torch.float64, requires_grad=True)
+    logit = module.sink_logit.detach().clone().requires_grad_(True)
+
+    def run(x, logit):
+        return torch.func.functional_call(module, {"sink_logit": logit}, (x,)).context
+
+    assert torch.autograd.gradcheck(run, (x, logit), eps=1e-6, atol=1e-5, rtol=1e-4)
