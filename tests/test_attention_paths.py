@@ -180,7 +180,7 @@ def module_cases(draw, variants=SOFTMAX_VARIANTS):
     pairs = 2 if position == "rope" else 1  # rope rotates feature pairs: even head dims
     if variant == "simple":
         d_out = d_in
-    elif variant == "multihead":
+    elif variant in ("multihead", "gated"):  # heads split one width
         num_heads = draw(st.integers(1, 4))
         kv_heads = draw(st.sampled_from([None, *(k for k in range(1, num_heads + 1) if num_heads % k == 0)]))
         d_out = num_heads * pairs * draw(st.integers(1, 4 // pairs))
@@ -249,7 +249,8 @@ def test_module_paths_match_float64(case):
     scale = 1.0 if case.variant == "simple" else 1 / math.sqrt(q.shape[-1])
     ref_context, ref_weights = reference_attention(q, k, v, allowed_mask(case, padding), scale, bias)
     assert_close(exact_weights, ref_weights)
-    assert_close(exact, module64.merge(ref_context))
+    # gate_heads: the identity, or gated's sigmoid gate of the input on each head's output.
+    assert_close(exact, module64.merge(module64.gate_heads(ref_context, x64)))
 
     # Queries with nothing to attend to: zero weights, and the merge of a zero context.
     blank = ~allowed_mask(case, padding).any(dim=-1)[:, 0]  # (B, T_q)

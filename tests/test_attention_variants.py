@@ -78,6 +78,7 @@ def test_the_declarations_match_the_variants():
         "sigmoid": (False, True, True, True),
         "conv": (False, True, False, False),
         "diff": (False, True, True, True),
+        "gated": (False, True, True, True),
         "gated_deltanet": (False, True, False, False),
         "mamba2": (False, True, False, False),
         "based": (False, True, False, False),

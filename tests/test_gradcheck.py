@@ -20,7 +20,7 @@ CROSS_PADDING = torch.tensor([[False, False, False, True], [True, True, False, F
 def options(variant: str) -> dict:
     if variant == "simple":
         return dict(d_in=D_IN, d_out=D_IN)
-    if variant == "multihead":
+    if variant in ("multihead", "gated"):
         return dict(d_in=D_IN, d_out=4, num_heads=2, qkv_bias=True)
     if variant == "multihead_concat":
         return dict(d_in=D_IN, d_out=3, num_heads=2, d_v=2)
@@ -34,6 +34,9 @@ EXTRA_OPTIONS = {
     "mqa-alibi-window": ("multihead", dict(num_heads=2, kv_heads=1, position="alibi", window=2)),
     "mqa-rope-window": ("multihead", dict(num_heads=2, kv_heads=1, position="rope", window=3)),
     "alibi": ("multihead_concat", dict(d_out=2, position="alibi")),
+    "sink-learned-alibi": ("multihead", dict(sink="learned", position="alibi")),
+    "sink-zero-window": ("multihead", dict(sink="zero", window=2)),
+    "gated-headwise-sink": ("gated", dict(gate="headwise", sink="learned")),
 }
 
 

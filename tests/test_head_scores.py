@@ -72,7 +72,7 @@ def test_no_repeated_token_means_no_induction_score():
     tokens = torch.tensor([[1, 2, 3, 0]])
     weights = torch.full((1, 2, 4, 4), 0.25)
     scores = head_scores(weights, tokens, tokens != 0)
-    assert set(scores) == {"previous_token", "self", "reverse"}  # every real query has a mirror
+    assert set(scores) == {"previous_token", "self", "reverse", "first_token"}  # every real query has a mirror
     assert scores["self"].tolist() == pytest.approx([0.25, 0.25])
 
 
@@ -218,7 +218,7 @@ def test_the_module_logs_the_scores_of_the_first_validation_batch(tmp_path, mode
         assert logged == {}
         return
     heads = module.config.num_heads
-    kinds = ("previous_token", "self", "induction", "duplicate_token", "reverse")
+    kinds = ("previous_token", "self", "induction", "duplicate_token", "reverse", "first_token")
     assert set(logged) == {f"head_score/{kind}/layer{layer}/head{h}" for kind in kinds
                            for layer in range(2) for h in range(heads)}
     # The first batch (256 of the 300 examples), not the whole set: the scores of a forward pass over it.

@@ -161,10 +161,13 @@ def check_sizes(cfg: DictConfig) -> None:
                           "attention maps TensorBoard shows), or be null for the task's own probe")
     if task.min_len > task.max_len:
         raise ConfigError(f"task.min_len={task.min_len} is invalid: it must be <= task.max_len={task.max_len}")
-    if task.max_len > model.context_length:
-        raise ConfigError(f"task.max_len={task.max_len} is invalid: sequences longer than the positional table "
-                          f"(model.context_length={model.context_length}) cannot be embedded; raise model.context_length")
-    if check_ood_range(task) and task.ood_max_len > model.context_length:
+    bos = int(bool(task.get("bos")))  # task.bos=true: one more position, the <bos> before every input
+    with_bos = " plus task.bos's <bos>" if bos else ""
+    if task.max_len + bos > model.context_length:
+        raise ConfigError(f"task.max_len={task.max_len} is invalid: sequences{with_bos} longer than the positional table "
+                          f"(model.context_length={model.context_length}) cannot be embedded; raise model.context_length "
+                          f"to {task.max_len + bos}")
+    if check_ood_range(task) and task.ood_max_len + bos > model.context_length:
         raise ConfigError(f"task.ood_max_len={task.ood_max_len} is invalid: sequences longer than the positional "
                           f"table (model.context_length={model.context_length}) cannot be embedded; raise "
                           "model.context_length")

@@ -115,6 +115,7 @@ class TaskConfig:
     pairs: int = 4  # task=recall: key-value pairs in each input
     queries: int = 2  # task=recall: keys asked for after the pairs (at most task.pairs)
     delay: int = 0  # task=copy: each word is output this many positions later (0: plain copy)
+    bos: bool = False  # prepend <bos> to every input (its target is ignored): a first token for heads to sink into
     ood_min_len: int | None = None  # a second validation set of longer inputs (ood/*): None = none
     ood_max_len: int | None = None
     masks: list[str] = field(default_factory=lambda: list(ALL_MASKS))  # the masks the task can be learned with

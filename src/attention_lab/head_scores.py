@@ -12,6 +12,8 @@ pattern names; it lies in 0..1 (1: the head always attends there and nowhere els
   ``duplicate_token_head``), over the same queries as ``induction``.
 - ``reverse``: from the i-th real position of a sequence of L real tokens to its mirror, the (L-1-i)-th: the
   anti-diagonal that a head of a model trained on ``task=reverse`` draws.
+- ``first_token``: from every real position t to position 0 (the first token, ``<bos>`` with ``task.bos=true``):
+  how much a head uses the first token as an attention sink (Xiao et al. 2023).
 
 :data:`DETECTORS` is the one definition of the kinds: :data:`HEAD_SCORE_KINDS` and everything that names a kind
 (tags, config checks, ``compare.py``) derive from it, so a new kind is one function and one entry here. No torch
@@ -99,12 +101,18 @@ def reverse_score(weights: Tensor, tokens: Tensor, real: Tensor) -> Tensor | Non
     return pattern_score(weights, reverse_pattern(real), real)
 
 
+def first_token_score(weights: Tensor, tokens: Tensor, real: Tensor) -> Tensor | None:
+    """Attention from t to position 0."""
+    return masked_mean(weights[..., 0], real)
+
+
 DETECTORS: Mapping[str, Detector] = MappingProxyType({
     "previous_token": previous_token_score,
     "self": self_score,
     "induction": induction_score,
     "duplicate_token": duplicate_token_score,
     "reverse": reverse_score,
+    "first_token": first_token_score,
 })
 HEAD_SCORE_KINDS: tuple[str, ...] = tuple(DETECTORS)
 

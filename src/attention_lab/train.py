@@ -24,7 +24,6 @@ from omegaconf import DictConfig, OmegaConf, read_write
 from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
 from attention_lab.callbacks.latest_checkpoint import LatestCheckpoint
-from attention_lab.callbacks.module_values import ModuleValues
 from attention_lab.callbacks.rng_state import RngState
 from attention_lab.callbacks.run_end_note import RunEndNote
 from attention_lab.callbacks.run_record import RunRecord
@@ -174,8 +173,7 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     graceful, solved = GracefulStop(stop), StepsToSolve()
     end_note = RunEndNote(stop, output_dir, example=example_text(cfg.task.name))
     configured, loggers = instantiate_all(cfg, "callbacks", context.name), instantiate_all(cfg, "logger", context.name)
-    callbacks = [*configured.values(), graceful, StopOnNonFiniteLoss(), RngState(), solved, LatestCheckpoint(),
-                 ModuleValues(), end_note]
+    callbacks = [*configured.values(), graceful, StopOnNonFiniteLoss(), RngState(), solved, LatestCheckpoint(), end_note]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))

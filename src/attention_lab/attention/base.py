@@ -95,10 +95,24 @@ class AttentionModule(nn.Module):
         b, h, t, d = context.shape
         return context.transpose(1, 2).reshape(b, t, h * d)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
-        bias = None
+    def position_bias(self, q: Tensor, k: Tensor) -> Tensor | None:
+        """The additive score bias of the positions inside attention (ALiBi's), or None."""
         if self.position == "alibi":
-            bias = alibi_bias(q.shape[-3], q.shape[-2], k.shape[-2], device=q.device, dtype=q.dtype)
+            return alibi_bias(q.shape[-3], q.shape[-2], k.shape[-2], device=q.device, dtype=q.dtype)
+        return None
+
+    def gate_heads(self, context: Tensor, x: Tensor) -> Tensor:
+        """Each head's output (B, H, T_q, d_v) as it goes to ``hook_head_output`` and ``merge``, given the queries'
+        input ``x`` (B, T_q, d_in): unchanged here (``gated`` multiplies it by a sigmoid gate of x)."""
+        return context
+
+    def logged_values(self) -> dict[str, float]:
+        """Numbers of the module's own to log at each validation (``gated``'s mean gate per head): name -> value.
+        A name ``a/b`` is logged as ``<variant>/a/layer<l>/b`` (``a``: as ``<variant>/a/layer<l>``)."""
+        return {}
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
+        bias = self.position_bias(q, k)
         return attend(
             q, k, v,
             causal=self.causal,
@@ -139,6 +153,7 @@ class AttentionModule(nn.Module):
         if self.position == "rope":
             q, k = apply_rope(q, k)  # per head, after the projection
         context, weights = self.attend(q, k, v, padding_to_attn_mask(key_padding_mask), need_weights)
+        context = self.gate_heads(context, x)  # the head outputs that hook_head_output sees and out_proj mixes
         if self.hook_head_output.active:
             context = self.hook_head_output(context)  # (B, H, T_q, d_v), before the heads are merged
         context = self.merge(context)  # (B, T_q, output_dim)

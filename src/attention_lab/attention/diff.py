@@ -74,8 +74,9 @@ class DiffAttention(MultiHeadAttention):
                 + self.lambda_init)
 
     def logged_values(self) -> dict[str, float]:
-        """What a training run logs of this module (read by the ``ModuleValues`` callback)."""
-        return {f"diff/lambda/layer{self.layer}": float(self.differential_lambda().detach())}
+        """What a training run logs of this module: ``diff/lambda/layer<l>`` (the ``ModuleValues`` callback adds the
+        variant and the block's index, 0-based as every tag of the lab)."""
+        return {"lambda": float(self.differential_lambda().detach())}
 
     def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         # queries and keys: (B, T, H * d) -> (B, 2H, T, d/2), head h's two halves at 2h and 2h + 1: rope (applied

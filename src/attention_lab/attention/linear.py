@@ -66,6 +66,7 @@ class LinearAttention(MultiHeadAttention):
     grouped_kv = True
     projects = False  # rope and alibi act on the T x T scores, which the fast path never forms
     kind = "linear"
+    options = ()  # not multihead's sink: no softmax for a sink to join
     positions_note = "linear attention never forms the query-key scores that rope and alibi act on"
     rejects = {"window": "its sums run over every earlier key", "dropout": "its fast path has no attention weights to drop"}
 

@@ -16,7 +16,7 @@ from matplotlib.path import Path
 
 from attention_lab.callbacks.log_schedule import is_logged
 from attention_lab.data.corpus import PAD_ID, UNK, tokenize
-from attention_lab.data.probe import probe_axes
+from attention_lab.data.probe import probe_axes, with_first_token
 from attention_lab.plotting import attention_figure, label_path, run_title, weight_label
 from attention_lab.review.colour_scale import UNIT_SCALE, ColourScale, colour_scale
 
@@ -99,6 +99,7 @@ class AttentionMapLogger(L.Callback):
         self.pending: list[Future] = []
 
     def setup(self, trainer: L.Trainer, pl_module: AttentionLitModule, stage: str) -> None:
+        self.probe_words = with_first_token(self.probe_words, pl_module.vocab)
         unknown = [w for w in self.probe_words if w not in pl_module.vocab]
         if unknown:
             log.warning("probe words not in the vocabulary are shown as %s: %s", UNK, ", ".join(unknown))

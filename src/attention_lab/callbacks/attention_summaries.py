@@ -15,7 +15,7 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from attention_lab.callbacks.log_schedule import is_logged
 from attention_lab.data.corpus import tokenize
-from attention_lab.data.probe import probe_axes
+from attention_lab.data.probe import probe_axes, with_first_token
 from attention_lab.tensorboard_plugin.summary import WordLayout, probe_summary
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class AttentionSummaryLogger(L.Callback):
 
     def setup(self, trainer: L.Trainer, pl_module: AttentionLitModule, stage: str) -> None:
         # The map logger warns about unknown and surplus words; the words here are the same ones.
-        self.probe_words = self.probe_words[: pl_module.config.context_length]
+        self.probe_words = with_first_token(self.probe_words, pl_module.vocab)[: pl_module.config.context_length]
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if is_logged(trainer.global_step, self.every_n_steps):

@@ -1,28 +1,30 @@
-"""Per-module values a variant wants on TensorBoard during training (diff's λ per layer, a gate's mean): one
-callback for all of them. A module offers them by defining ``logged_values() -> {tag: float}``; the callback logs
-every such module's values at each training step through Lightning's own ``log_dict`` (kept at the trainer's
-``log_every_n_steps``), so a variant that wants something logged declares it and no code here names a variant."""
+"""The attention modules' own numbers (:meth:`~attention_lab.attention.base.AttentionModule.logged_values`: gated's
+mean gate per head), logged at each validation under the variant's name and the layer:
+``<variant>/<name>/layer<l>[/<rest>]`` for a value named ``<name>[/<rest>]`` (``gated/gate/layer0/head1``)."""
 
 from __future__ import annotations
 
 import lightning as L
-import torch
+
+from attention_lab.attention import ATTENTION_REGISTRY
 
 
-def module_values(model: torch.nn.Module) -> dict[str, float]:
-    """Every ``logged_values()`` of ``model``'s modules, merged: {tag: value}."""
-    values: dict[str, float] = {}
-    for module in model.modules():
-        offer = getattr(type(module), "logged_values", None)
-        if callable(offer):
-            values.update(offer(module))
-    return values
+def layer_tag(variant: str, layer: int, name: str) -> str:
+    """``gated``, 0, ``gate/head1`` -> ``gated/gate/layer0/head1``; ``diff``, 2, ``lambda`` -> ``diff/lambda/layer2``."""
+    first, _, rest = name.partition("/")
+    return "/".join(part for part in (variant, first, f"layer{layer}", rest) if part)
 
 
 class ModuleValues(L.Callback):
-    """Logs what the model's modules offer through ``logged_values()``; nothing for a model whose modules offer none."""
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        values = module_values(pl_module)
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        names = {cls: name for name, cls in ATTENTION_REGISTRY.items()}
+        values: dict[str, float] = {}
+        for layer, block in enumerate(pl_module.model.blocks):
+            attention = block.attention
+            for name, value in attention.logged_values().items():
+                values[layer_tag(names.get(type(attention), type(attention).__name__), layer, name)] = value
         if values:
-            pl_module.log_dict(values, on_step=True, on_epoch=False)
+            for logger in trainer.loggers:
+                logger.log_metrics(values, step=trainer.global_step)

@@ -13,9 +13,9 @@ from attention_lab.errors import ConfigError
 log = logging.getLogger(__name__)
 
 DEFAULT_CORPUS = Path(__file__).with_name("corpus.txt")
-PAD, UNK = "<pad>", "<unk>"
-SPECIAL_TOKENS = (PAD, UNK)
-PAD_ID, UNK_ID = 0, 1
+PAD, UNK, BOS = "<pad>", "<unk>", "<bos>"
+SPECIAL_TOKENS = (PAD, UNK)  # every vocabulary's; BOS joins them with task.bos=true
+PAD_ID, UNK_ID, BOS_ID = 0, 1, 2
 MAX_WORDS = 2**16  # task.words: the embedding table has one row per word
 MAX_CORPUS_BYTES = 10 * 2**20  # the notebooks' corpus is 1 KB; every sentence becomes task data in memory
 _WORD = re.compile(r"\w+(?:'\w+)*")  # drops punctuation: "short," -> "short", as the notebooks do
@@ -45,21 +45,22 @@ def read_sentences(path: str | Path | None = None) -> list[str]:
 
 
 class Vocabulary:
-    """Special tokens first, then the corpus's unique words in sorted order."""
+    """Special tokens first (``<bos>`` third with ``bos=True``), then the corpus's unique words in sorted order."""
 
-    def __init__(self, words: Iterable[str]) -> None:
-        self.itos: list[str] = [*SPECIAL_TOKENS, *sorted(set(words) - set(SPECIAL_TOKENS))]
+    def __init__(self, words: Iterable[str], *, bos: bool = False) -> None:
+        self.specials = (*SPECIAL_TOKENS, BOS) if bos else SPECIAL_TOKENS
+        self.itos: list[str] = [*self.specials, *sorted(set(words) - {PAD, UNK, BOS})]
         self.stoi: dict[str, int] = {word: i for i, word in enumerate(self.itos)}
 
     @classmethod
-    def from_sentences(cls, sentences: Iterable[str]) -> Vocabulary:
-        return cls(word for sentence in sentences for word in tokenize(sentence))
+    def from_sentences(cls, sentences: Iterable[str], *, bos: bool = False) -> Vocabulary:
+        return cls((word for sentence in sentences for word in tokenize(sentence)), bos=bos)
 
     @classmethod
-    def for_task(cls, sentences: Iterable[str], words: int | None = None) -> Vocabulary:
+    def for_task(cls, sentences: Iterable[str], words: int | None = None, *, bos: bool = False) -> Vocabulary:
         """The corpus's words; with ``words`` = N (task.words), numbered words ``w0``, ``w1``, ... join them until
         there are N. A larger vocabulary makes associative recall hard for mixers with a small state (Zoology)."""
-        vocab = cls.from_sentences(sentences)
+        vocab = cls.from_sentences(sentences, bos=bos)
         if words is None:
             return vocab
         corpus_words = len(vocab.words)
@@ -68,7 +69,7 @@ class Vocabulary:
                               f"it must be an integer in {corpus_words}..{MAX_WORDS} (or null for the corpus's words)")
         taken = set(vocab.words)
         numbered = (f"w{n}" for n in range(words + corpus_words) if f"w{n}" not in taken)
-        return cls([*vocab.words, *itertools.islice(numbered, words - corpus_words)])
+        return cls([*vocab.words, *itertools.islice(numbered, words - corpus_words)], bos=bos)
 
     def __len__(self) -> int:
         return len(self.itos)
@@ -76,7 +77,7 @@ class Vocabulary:
     @property
     def words(self) -> list[str]:
         """The real words (no special tokens), in vocabulary order."""
-        return self.itos[len(SPECIAL_TOKENS):]
+        return self.itos[len(self.specials):]
 
     def encode(self, words: Sequence[str], *, warn: bool = True) -> list[int]:
         unknown = [w for w in words if w not in self.stoi]

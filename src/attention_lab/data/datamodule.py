@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from attention_lab.config import TaskConfig, typed
-from attention_lab.data.corpus import PAD_ID, Vocabulary, read_sentences
+from attention_lab.data.corpus import BOS_ID, PAD_ID, Vocabulary, read_sentences
 from attention_lab.data.tasks import Pairs, build_task
 
 
@@ -22,6 +22,17 @@ def to_tensors(pairs: Pairs, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
         inputs[row, :len(src)] = torch.tensor(src)
         targets[row, :len(tgt)] = torch.tensor(tgt)
     return inputs, targets
+
+
+def with_bos(pairs: Pairs) -> Pairs:
+    """<bos> before every input, PAD (ignored by the loss) as its target: every other position keeps its target, so
+    each task's targets stay aligned with their inputs whatever they are (next word, copy, recall)."""
+    return [([BOS_ID, *src], [PAD_ID, *tgt]) for src, tgt in pairs]
+
+
+def sequence_length(task: TaskConfig, max_len: int) -> int:
+    """The tensors' length for inputs of up to ``max_len`` words: one more with task.bos."""
+    return max_len + int(task.bos)
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -70,7 +81,7 @@ class SentenceTaskDataModule(L.LightningDataModule):
         self.task = task if isinstance(task, TaskConfig) else typed(TaskConfig, task)
         self.batch_size, self.seed = batch_size, seed
         self.sentences = read_sentences(self.task.corpus)
-        self.vocab = Vocabulary.for_task(self.sentences, self.task.words)
+        self.vocab = Vocabulary.for_task(self.sentences, self.task.words, bos=self.task.bos)
         self.train_set: TensorDataset | None = None
         self.val_set: TensorDataset | None = None
         self.ood_set: TensorDataset | None = None  # longer inputs (task.ood_min_len..task.ood_max_len), or None
@@ -80,12 +91,14 @@ class SentenceTaskDataModule(L.LightningDataModule):
             return
         task = build_task(self.task.name)
         train, val = task.pairs(self.vocab, self.sentences, self.task, random.Random(self.seed))
-        self.train_set = TensorDataset(*to_tensors(train, self.task.max_len))
-        self.val_set = TensorDataset(*to_tensors(val, self.task.max_len))
         # Its own random stream: turning it on leaves the training and validation data as they were.
         ood = task.ood_pairs(self.vocab, self.sentences, self.task, random.Random(f"{self.seed}/ood"))
+        if self.task.bos:
+            train, val, ood = with_bos(train), with_bos(val), with_bos(ood)
+        self.train_set = TensorDataset(*to_tensors(train, sequence_length(self.task, self.task.max_len)))
+        self.val_set = TensorDataset(*to_tensors(val, sequence_length(self.task, self.task.max_len)))
         if ood:
-            self.ood_set = TensorDataset(*to_tensors(ood, self.task.ood_max_len))
+            self.ood_set = TensorDataset(*to_tensors(ood, sequence_length(self.task, self.task.ood_max_len)))
 
     def train_dataloader(self) -> DataLoader:
         if self.trainer is not None and self.trainer.world_size > 1:  # Lightning's distributed sampler

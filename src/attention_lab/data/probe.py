@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from attention_lab.config import TaskConfig, typed
-from attention_lab.data.corpus import UNK, Vocabulary, read_sentences
+from attention_lab.data.corpus import BOS, UNK, Vocabulary, read_sentences
 from attention_lab.data.tasks import build_task
 
 # Chapter 3's sentence: visualize.py's text for a run record without a task, and the end-of-run note's example.
@@ -29,6 +29,12 @@ def task_probe(probe: str | None, task: TaskConfig | Mapping[str, Any]) -> str:
     sentences = read_sentences(config.corpus)
     vocab = Vocabulary.for_task(sentences, config.words)
     return " ".join(build_task(config.name).probe(vocab, sentences, config))
+
+
+def with_first_token(words: Sequence[str], vocab: Sequence[str]) -> list[str]:
+    """A probe's words as the model reads them: after <bos> when the run's inputs start with it (task.bos=true)."""
+    words = list(words)
+    return [BOS, *words] if BOS in vocab and words[:1] != [BOS] else words
 
 
 def probe_axes(words: Sequence[str], vocab: Sequence[str], encoder_decoder: bool) -> tuple[list[str], list[str]]:

@@ -52,7 +52,7 @@ def check_machine_and_data(cfg: DictConfig) -> None:
 
     task = typed(TaskConfig, cfg.task)
     sentences = read_sentences(task.corpus)
-    vocab, builder = Vocabulary.for_task(sentences, task.words), build_task(task.name)
+    vocab, builder = Vocabulary.for_task(sentences, task.words, bos=task.bos), build_task(task.name)
     builder.check(vocab, sentences, task)
     builder.check_ood(vocab, sentences, task)
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
