@@ -85,7 +85,8 @@ def describe_run(files: RunFiles, module) -> str:
     come from the checkpoint's hparams (exact for these weights), the task from the run's config."""
     config = module.config
     task = files.config.get("task", {}).get("name", "?") if files.config is not None else "?"
-    parts = [f"variant={config.name}", f"heads={config.num_heads}", f"d_model={config.d_model}",
+    stack = [f"mixers=[{','.join(config.mixers)}]"] if config.mixers else []
+    parts = [f"variant={config.name}", *stack, f"heads={config.num_heads}", f"d_model={config.d_model}",
              f"layers={config.layers}", f"mask={config.mask.value}", f"position={config.position.value}"]
     if config.kv_heads is not None:
         parts.append(f"kv_heads={config.kv_heads}")

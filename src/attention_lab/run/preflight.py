@@ -54,7 +54,8 @@ def check_machine_and_data(cfg: DictConfig) -> None:
     resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
     model = typed(ModelConfig, OmegaConf.to_container(cfg.model, resolve=True))
     try:
-        block_attention(model, model.name, model.num_heads)
+        for variant in dict.fromkeys(model.layer_variants()):  # each variant of a hybrid stack once
+            block_attention(model, variant, model.layer_heads(variant))
     except AttentionArgumentError as err:
         raise attention_error(err, cfg) from err
 
