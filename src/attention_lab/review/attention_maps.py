@@ -19,6 +19,11 @@ class AttentionMaps:
     encoder_decoder: bool = False
     description: str = ""  # the run: directory and main settings
     unknown: list[str] = field(default_factory=list)  # words of the text not in the vocabulary
+    mixers: list[str] = field(default_factory=list)  # a hybrid stack's variant of each layer; [] = one variant
+
+    def layer_label(self, layer: int) -> str:
+        """``layer 2``, or with a hybrid stack ``layer 2 (mamba2)``: which variant drew the map."""
+        return f"layer {layer} ({self.mixers[layer]})" if self.mixers else f"layer {layer}"
 
     @property
     def layers(self) -> int:

@@ -187,4 +187,5 @@ def compute_maps(module, text: str, *, description: str = "") -> AttentionMaps:
     query_words = [f"out{i}→{p}" for i, p in enumerate(predictions)] if encoder_decoder else list(words)
     arrays = [w[0].detach().float().cpu().numpy() for w in weights]
     return AttentionMaps(text=text, words=words, query_words=query_words, predictions=predictions, weights=arrays,
-                         encoder_decoder=encoder_decoder, description=description, unknown=unknown)
+                         encoder_decoder=encoder_decoder, description=description, unknown=unknown,
+                         mixers=list(module.config.mixers or ()))
