@@ -42,6 +42,8 @@ def built(overrides: list[str], vocab: int = 12) -> SequenceModel:
     (["mixers=[simple,simple]", "ablation=[zero]", *CAUSAL],
      "ablation=[zero] is invalid for mixers=[simple,simple]: its attention has no weights of its own"),
     (["model.mixers=abc"], "model.mixers=abc is invalid: it must be a list of variant names"),
+    (["mixers=[simple,multihead]", "heads=1", "optimized_metric=ablation/zero/loss/layer0/all", *CAUSAL],
+     "optimized_metric=ablation/zero/loss/layer0/all is invalid"),  # layer 0 (simple) is not ablated
 ])
 def test_a_bad_stack_is_one_line_naming_the_layer(overrides, line):
     with pytest.raises(ConfigError) as caught:
@@ -52,6 +54,8 @@ def test_a_bad_stack_is_one_line_naming_the_layer(overrides, line):
 def test_a_good_stack_passes_the_checks():
     check_command_line(["mixers=[gated_deltanet,gated_deltanet,gated_deltanet,multihead]", "layers=4", *CAUSAL])
     check_command_line(["mixers=[self,multihead]", "heads=1", *CAUSAL])  # one head in every layer
+    check_command_line(["mixers=[simple,multihead]", "heads=1", "optimized_metric=ablation/zero/loss/layer1/all",
+                        *CAUSAL])
 
 
 def test_the_blocks_have_the_chosen_variants():

@@ -313,7 +313,10 @@ def per_head_metric_allowed(cfg: DictConfig, record: HeadMetric, variant: Varian
     if record.family.startswith("head_score/"):
         return not variant.takes_source
     if record.family.startswith("ablation/"):
-        return record.family.split("/")[1] in ablations(cfg, variant)
+        mixers = cfg.model.get("mixers")  # a hybrid stack's layer without learned heads is not ablated
+        layer = str(mixers[record.layer]) if mixers else variant.name
+        learned = declared_variants(only=layer)[layer].learned_heads
+        return learned and record.family.split("/")[1] in ablations(cfg, variant)
     return True
 
 
