@@ -117,3 +117,14 @@ def test_a_stack_trains_through_the_script(tmp_path: Path, single_thread):
         assert f"ablation/zero/loss/layer{layer}/all" in metrics
     saved = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["hyper_parameters"]["model"]
     assert ModelConfig.from_dict(saved).layer_variants() == ["gated_deltanet", "multihead"]
+
+
+def test_the_map_images_name_each_layers_variant():
+    from attention_lab.callbacks.attention_maps import AttentionMapLogger
+    from test_attention_maps import FakeModule
+
+    module = FakeModule(encoder_decoder=False)
+    module.config.mixers = ["gated_deltanet", "multihead"]
+    titles = [title for _, title, _ in AttentionMapLogger(run_name="run").heatmaps(module, ["Life", "is"], 7)]
+    assert titles[0].endswith("layer 0 (gated_deltanet), head 0 · step 7")
+    assert titles[-1].endswith("layer 1 (multihead), head 3 · step 7")
