@@ -12,9 +12,9 @@ B  training throughput: scripts/train.py (Lightning) vs a plain PyTorch loop on 
 C  attention-map logging overhead: the same training with the TensorBoard heatmaps on and off; and the head
    ablation of the final validation, on and off
 D  start-up and time to result: --help, config errors, first training step, solving the default task
-E  what replaces attention: fwd+bwd time and peak memory against the sequence length (256..8192) for multihead,
-   linear and conv, growth exponents, crossover, a log-log plot (<json>.png); linear, sigmoid and conv against
-   hand-written twins
+E  what replaces attention: fwd+bwd time and peak memory against the sequence length (256..8192) for multihead
+   and every multi-head, self-attending variant of the registry (--mixers picks some), growth exponents,
+   crossovers, a log-log plot (<json>.png); linear, sigmoid and conv against hand-written twins
 
 Prints rich tables and writes every number (and every sample) to outputs/benchmarks/<timestamp>.json.
 The method and the latest results: docs/benchmarks.md.
@@ -47,6 +47,19 @@ def parse_sections(text: str) -> str:
     return "".join(s for s in SECTIONS if s in chosen)  # e.g. "AB", in A-E order
 
 
+def parse_mixers(text: str) -> tuple[str, ...]:
+    """Section E's mixers besides multihead: names among those the registry offers (benchmarks.scaling)."""
+    from benchmarks.scaling import BASELINE, scaled_mixers
+
+    offered = scaled_mixers()
+    chosen = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in chosen if name not in offered]
+    if not chosen or unknown:
+        raise argparse.ArgumentTypeError(f"choose among {', '.join(offered[1:])} (comma-separated; {BASELINE} is "
+                                         f"always measured), got {text!r}")
+    return chosen
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -72,6 +85,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-rounds", type=positive_int, default=None,
                         help="rounds of training runs for B, C and D (default 3; --quick: 1)")
     parser.add_argument("--sections", type=parse_sections, default="A,B,C,D,E", help="e.g. A,B (default: A,B,C,D,E)")
+    parser.add_argument("--mixers", type=parse_mixers, default=None,
+                        help="section E: the mixers measured against multihead (default: every multi-head, "
+                             "self-attending variant of the registry)")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "outputs" / "benchmarks",
                         help="where the JSON results go (default: outputs/benchmarks)")
     parser.add_argument("--markdown", action="store_true",
@@ -131,7 +147,8 @@ def measure(args: argparse.Namespace, shape, plan, report, plot_path: Path | Non
                                           runs, plan))
     if "E" in args.sections:
         attempt("E", lambda: run_scaling(QUICK_SCALING if args.quick else FULL_SCALING, repeats=kernel_repeats,
-                                         device=args.device, plot_path=plot_path, progress=report))
+                                         device=args.device, plot_path=plot_path, progress=report,
+                                         mixers=args.mixers))
     return rows, errors, runs, targets_in
 
 

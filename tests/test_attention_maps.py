@@ -137,7 +137,7 @@ class FakeModule:
 
     def __init__(self, encoder_decoder: bool, layers: int = 2, heads: int = 4) -> None:
         self.vocab = VOCAB
-        self.config = SimpleNamespace(context_length=8)
+        self.config = SimpleNamespace(context_length=8, mixers=None)
         self.model = SimpleNamespace(encoder_decoder=encoder_decoder, blocks=[])  # no layer kinds: the 0–1 scale
         self.layers, self.heads = layers, heads
 

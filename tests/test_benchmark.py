@@ -7,6 +7,7 @@ variants compute; the map logger is timed through a Lightning profiler, not by p
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import math
@@ -40,12 +41,17 @@ EXPECTED_ROWS = {
     "C/ablation_run_ratio",
     "D/help", "D/config_error", "D/type_error", "D/import_lightning", "D/first_step", "D/time_to_result",
     "D/default_run",
-    *(f"E/{kind}/{mixer}/{t}" for kind in ("fwd+bwd", "memory") for mixer in ("multihead", "linear", "conv")
-      for t in (64, 128, 256)),
-    *(f"E/{kind}/{mixer}" for kind in ("exponent", "exponent_upper") for mixer in ("multihead", "linear", "conv")),
-    "E/crossover/linear", "E/crossover/conv",
     *(f"E/twin/{mixer}{twin}" for mixer in ("linear", "sigmoid", "conv") for twin in ("", "_twin")),
 }
+
+
+def section_e_rows(mixers: tuple[str, ...]) -> set[str]:
+    """Section E's rows in --quick for ``mixers`` (multihead first: the baseline, with no crossover)."""
+    return {*(f"E/{kind}/{mixer}/{t}" for kind in ("fwd+bwd", "memory") for mixer in mixers for t in (64, 128, 256)),
+            *(f"E/{kind}/{mixer}" for kind in ("exponent", "exponent_upper") for mixer in mixers),
+            *(f"E/crossover/{mixer}" for mixer in mixers[1:])}
+
+
 EXPECTED_TARGETS = {
     "target/A/fwd+bwd_vs_plain", "target/A/fwd+bwd_vs_nn_mha", "target/A/fwd_gemm_fraction",
     *(f"target/A/fwd+bwd_{case}_vs_twin" for case in VARIANTS_QUICK),
@@ -54,7 +60,7 @@ EXPECTED_TARGETS = {
 }
 # Rows without a value in --quick: no default run (time to result), runs too short for a second map event.
 # Section E's crossovers: none when a mixer is not faster than softmax attention within the lengths measured.
-EMPTY_IN_QUICK = {"D/time_to_result", "D/default_run", "C/event", "E/crossover/linear", "E/crossover/conv"}
+EMPTY_IN_QUICK = {"D/time_to_result", "D/default_run", "C/event"}
 
 
 def harness(name: str):
@@ -87,9 +93,9 @@ def test_quick_produces_every_row(quick):
     assert result["errors"] == []
     keys = [row["key"] for row in result["rows"]]
     assert len(keys) == len(set(keys))
-    assert set(keys) == EXPECTED_ROWS
+    assert set(keys) == EXPECTED_ROWS | section_e_rows(harness("scaling").scaled_mixers())
     for row in result["rows"]:
-        if row["key"] in EMPTY_IN_QUICK:
+        if row["key"] in EMPTY_IN_QUICK or row["key"].startswith("E/crossover/"):
             continue
         assert isinstance(row["value"], float) and np.isfinite(row["value"]), row
     assert {row["key"] for row in result["targets"]} == EXPECTED_TARGETS
@@ -314,3 +320,28 @@ def test_fitted_exponents_and_crossover_of_known_power_laws():
     assert scaling.crossover(lengths, linear, quadratic) == pytest.approx(1000 / 3)
     assert scaling.crossover(lengths, [10 * q for q in quadratic], quadratic) is None  # never faster
     assert scaling.crossover(lengths, [q / 2 for q in quadratic], quadratic) == 256  # faster from the start
+
+
+def test_section_e_measures_every_replacement_the_registry_offers():
+    """The mixers come from the registry: every multi-head, self-attending variant, and one registered later too."""
+    from attention_lab.attention import ATTENTION_REGISTRY
+    from attention_lab.attention.declared import declared_variants, facts_of
+
+    scaling = harness("scaling")
+    registered = {name: facts_of(name, cls) for name, cls in ATTENTION_REGISTRY.items()}
+    mixers = scaling.scaled_mixers()
+    assert mixers[0] == "multihead"
+    assert set(mixers) == {name for name, facts in registered.items() if facts.multi_head and not facts.takes_source}
+    assert {"linear", "conv", "mamba2", "gated_deltanet"} <= set(mixers)
+    assert not {"self", "simple", "cross"} & set(mixers)  # one head, or keys from a second sequence
+    later = dataclasses.replace(declared_variants()["linear"], name="later")
+    assert "later" in scaling.scaled_mixers({**declared_variants(), "later": later})
+
+
+def test_section_e_mixers_option_takes_registered_names_only():
+    if str(SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS))
+    benchmark = importlib.import_module("benchmark")
+    assert benchmark.parse_args(["--mixers", "mamba2,linear"]).mixers == ("mamba2", "linear")
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(["--mixers", "mamba3"])

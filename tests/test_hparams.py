@@ -28,7 +28,7 @@ def logged_hparams(run_dir: Path) -> dict:
     return {key: value.string_value or value.number_value for key, value in start.hparams.items()}
 
 
-KNOBS = {"model", "heads", "kv_heads", "d_model", "layers", "mask", "window", "position", "block", "task", "lr",
+KNOBS = {"model", "mixers", "heads", "kv_heads", "d_model", "layers", "mask", "window", "position", "block", "task", "lr",
          "batch_size", "dropout", "seed"}
 
 

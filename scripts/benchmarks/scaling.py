@@ -1,8 +1,10 @@
 """Section E: what replacing softmax attention buys, measured. Forward+backward time and peak memory against the
-sequence length (batch and width fixed) for ``multihead`` (softmax, PyTorch's fused kernel), ``linear`` (chunked
-prefix sums) and ``conv`` (FFT), the growth exponent of each one's time (the slope of log time against log T,
-fitted by least squares), where the mixers overtake softmax attention, a log-log plot; and each new variant's
-fast path against its hand-written twin (benchmarks.mixer_twins), all causal and in the same run.
+sequence length (batch and width fixed) for ``multihead`` (softmax, PyTorch's fused kernel) and every other
+registered variant that can replace it in a causal stack (multi-head, self-attending: ``linear``, ``conv``,
+``mamba2``, ``gated_deltanet``, ... and every variant registered later, read from the registry), the growth
+exponent of each one's time (the slope of log time against log T, fitted by least squares), where each overtakes
+softmax attention, a log-log plot; and each twinned variant's fast path against its hand-written twin
+(benchmarks.mixer_twins), all causal and in the same run.
 
 Timing as in section A (torch.utils.benchmark, rounds whose order rotates, medians). Peak memory: one
 forward+backward in a fresh process (benchmarks.memory's method).
@@ -16,19 +18,42 @@ import gc
 import json
 import math
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from attention_lab.attention.declared import VariantFacts
 from benchmarks.kernels import seconds_per_call
 from benchmarks.memory import rss_mib
 from benchmarks.processes import RunFailed, run_process
 from benchmarks.rows import Progress, Row, median, no_progress
 
-MIXERS = ("multihead", "linear", "conv")
+BASELINE = "multihead"  # softmax attention, PyTorch's fused kernel: what every other mixer is compared with
 TWINNED = ("linear", "sigmoid", "conv")
+# The growth a kind of mixer is expected to show (None: no claim); a variant's kind is its class's ``kind``.
+THEORY = {"softmax": "theory ≈ 2", "sigmoid": "theory ≈ 2", "linear": "theory ≈ 1", "conv": "theory ≈ 1 (+ log)",
+          "ssm": "theory ≈ 1 (chunked form)", "delta": "theory ≈ 1 (chunked form)"}
+
+
+def scaled_mixers(variants: Mapping[str, VariantFacts] | None = None) -> tuple[str, ...]:
+    """``multihead`` first, then every variant of the registry (``variants``: name -> declared facts; default,
+    the attention package's) that can take its place in a causal stack: several heads of its own
+    self-attention. The textbook's single-head classes and ``cross`` (keys from a second sequence) are not."""
+    from attention_lab.attention.declared import declared_variants
+
+    variants = declared_variants() if variants is None else variants
+    others = sorted(name for name, facts in variants.items()
+                    if name != BASELINE and facts.multi_head and not facts.takes_source)
+    return (BASELINE, *others)
+
+
+def theory_of(name: str) -> str:
+    from attention_lab.attention.declared import declared_variants
+
+    return THEORY.get(declared_variants(only=name)[name].kind, "")
 
 
 @dataclass(frozen=True)
@@ -48,11 +73,12 @@ QUICK_SCALING = ScalingShape(batch=1, d_model=32, heads=2, lengths=(64, 128, 256
 
 
 def build(name: str, shape: ScalingShape, device: str = "cpu") -> torch.nn.Module:
-    from attention_lab.attention import build_attention
+    from attention_lab.attention import ATTENTION_REGISTRY, build_attention
 
     torch.manual_seed(0)
     d = shape.d_model
-    return build_attention(name, d_in=d, d_out=d, num_heads=shape.heads, causal=True).to(device)
+    return build_attention(name, d_in=d, d_out=ATTENTION_REGISTRY[name].d_out_for(d, shape.heads),
+                           num_heads=shape.heads, causal=True).to(device)
 
 
 def twin_of(name: str, ours: torch.nn.Module, shape: ScalingShape, device: str) -> torch.nn.Module:
@@ -96,17 +122,20 @@ def training_step(module: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor, 
     return step
 
 
-def time_lengths(shape: ScalingShape, *, rounds: int, device: str, progress: Progress) -> dict[str, dict[int, list]]:
+def time_lengths(shape: ScalingShape, mixers: Sequence[str], *, rounds: int, device: str,
+                 progress: Progress) -> dict[str, dict[int, list]]:
     """fwd+bwd seconds of every mixer at every length, every round. Each round visits every length, and the
     mixers rotate within a round: a burst of load on the shared machine spreads over all the lengths."""
-    modules = {name: build(name, shape, device) for name in MIXERS}
+    mixers = tuple(mixers)
+    modules = {name: build(name, shape, device) for name in mixers}
     generator = torch.Generator().manual_seed(1)
     inputs = {t: (torch.randn(shape.batch, t, shape.d_model, generator=generator).to(device),
                   torch.randn(shape.batch, t, shape.d_model, generator=generator).to(device)) for t in shape.lengths}
-    seconds: dict[str, dict[int, list[float]]] = {name: {t: [] for t in shape.lengths} for name in MIXERS}
+    seconds: dict[str, dict[int, list[float]]] = {name: {t: [] for t in shape.lengths} for name in mixers}
     for round_index in range(rounds):
         for t, (x, grad) in inputs.items():
-            order = MIXERS[round_index % 3:] + MIXERS[:round_index % 3]
+            shift = round_index % len(mixers)
+            order = mixers[shift:] + mixers[:shift]
             for name in order:
                 progress(f"E scaling: {t} tokens, round {round_index + 1}/{rounds} · {name}")
                 seconds[name][t].append(seconds_per_call(training_step(modules[name], x, grad, True),
@@ -114,10 +143,11 @@ def time_lengths(shape: ScalingShape, *, rounds: int, device: str, progress: Pro
     return seconds
 
 
-def time_twins(shape: ScalingShape, *, rounds: int, device: str, progress: Progress) -> dict[str, list[float]]:
-    """fwd+bwd seconds of each twinned variant and of its twin (key ``<name>_twin``), at twin_tokens."""
+def time_twins(shape: ScalingShape, names: Sequence[str], *, rounds: int, device: str,
+               progress: Progress) -> dict[str, list[float]]:
+    """fwd+bwd seconds of each twinned variant of ``names`` and of its twin (key ``<name>_twin``), at twin_tokens."""
     cases = {}
-    for name in TWINNED:
+    for name in names:
         cases[name] = (build(name, shape, device), True)
         cases[f"{name}_twin"] = (twin_of(name, cases[name][0], shape, device), False)
     generator = torch.Generator().manual_seed(2)
@@ -174,7 +204,7 @@ def plot(lengths: list[int], seconds: dict[str, list[float]], memory: dict[str, 
 
     fig = Figure(figsize=(10, 4.2), dpi=100, layout="constrained")
     time_ax, memory_ax = fig.subplots(1, 2)
-    for name in MIXERS:
+    for name in seconds:
         time_ax.loglog(lengths, [s * 1e3 for s in seconds[name]], marker="o", label=name, base=2)
         points = [(t, m) for t, m in zip(lengths, memory[name], strict=True) if m is not None and m > 0]
         if points:
@@ -192,52 +222,56 @@ def plot(lengths: list[int], seconds: dict[str, list[float]], memory: dict[str, 
 
 
 def run_scaling(shape: ScalingShape, *, repeats: int = 3, device: str = "cpu", plot_path: Path | None = None,
-                progress: Progress = no_progress) -> tuple[list[Row], None]:
-    """Section E: its rows (no targets: the exponents are measured, not promised). On one CPU thread: on a shared
+                progress: Progress = no_progress, mixers: Sequence[str] | None = None) -> tuple[list[Row], None]:
+    """Section E: its rows (no targets: the exponents are measured, not promised), for ``mixers`` (default
+    :func:`scaled_mixers`; ``multihead`` is always measured, the baseline). On one CPU thread: on a shared
     machine two threads wait on each other between small ops, a floor that hides how the work grows with T."""
+    chosen = scaled_mixers() if mixers is None else (BASELINE, *(m for m in mixers if m != BASELINE))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return scaling_rows(shape, repeats=repeats, device=device, plot_path=plot_path, progress=progress), None
+        return scaling_rows(shape, chosen, repeats=repeats, device=device, plot_path=plot_path,
+                            progress=progress), None
     finally:
         torch.set_num_threads(threads)
 
 
-def scaling_rows(shape: ScalingShape, *, repeats: int, device: str, plot_path: Path | None,
+def scaling_rows(shape: ScalingShape, mixers: Sequence[str], *, repeats: int, device: str, plot_path: Path | None,
                  progress: Progress) -> list[Row]:
     lengths = list(shape.lengths)
-    timed = time_lengths(shape, rounds=repeats, device=device, progress=progress)
-    seconds = {name: [median(timed[name][t]) for t in lengths] for name in MIXERS}
-    memory: dict[str, list[float | None]] = {name: [] for name in MIXERS}
-    for name in MIXERS:
+    timed = time_lengths(shape, mixers, rounds=repeats, device=device, progress=progress)
+    seconds = {name: [median(timed[name][t]) for t in lengths] for name in mixers}
+    memory: dict[str, list[float | None]] = {name: [] for name in mixers}
+    for name in mixers:
         for t in lengths:
             progress(f"E scaling: peak memory at {t} tokens · {name}")
             memory[name].append(peak_memory_mib({"name": name, "device": device, "batch": shape.batch,
                                                  "d_model": shape.d_model, "heads": shape.heads, "tokens": t}))
     rows = []
-    for name in MIXERS:
+    for name in mixers:
         for t, s, m in zip(lengths, seconds[name], memory[name], strict=True):
             rows.append(Row("E", f"E/fwd+bwd/{name}/{t}", f"forward+backward · {name}, {t} tokens", s * 1e3, "ms",
-                            ratio=s / seconds["multihead"][lengths.index(t)], ratio_to="multihead",
+                            ratio=s / seconds[BASELINE][lengths.index(t)], ratio_to=BASELINE,
                             samples=[v * 1e3 for v in timed[name][t]]))
             rows.append(Row("E", f"E/memory/{name}/{t}", f"peak memory, forward+backward · {name}, {t} tokens", m,
-                            "MiB", ratio=None if m is None or not memory["multihead"][lengths.index(t)] else
-                            m / memory["multihead"][lengths.index(t)], ratio_to="multihead"))
+                            "MiB", ratio=None if m is None or not memory[BASELINE][lengths.index(t)] else
+                            m / memory[BASELINE][lengths.index(t)], ratio_to=BASELINE))
     upper = len(lengths) // 2
-    theory = {"multihead": "theory ≈ 2", "linear": "theory ≈ 1", "conv": "theory ≈ 1 (+ log)"}
-    for name in MIXERS:
+    for name in mixers:
+        theory = theory_of(name)
         rows.append(Row("E", f"E/exponent/{name}", f"growth exponent of time · {name}, {lengths[0]}..{lengths[-1]}",
-                        fit_exponent(lengths, seconds[name]), "", note=theory[name]))
+                        fit_exponent(lengths, seconds[name]), "", note=theory))
         rows.append(Row("E", f"E/exponent_upper/{name}",
                         f"growth exponent of time · {name}, {lengths[upper]}..{lengths[-1]}",
-                        fit_exponent(lengths[upper:], seconds[name][upper:]), "", note=theory[name]))
-    for name in MIXERS[1:]:
-        at = crossover(lengths, seconds[name], seconds["multihead"])
+                        fit_exponent(lengths[upper:], seconds[name][upper:]), "", note=theory))
+    for name in mixers[1:]:
+        at = crossover(lengths, seconds[name], seconds[BASELINE])
         rows.append(Row("E", f"E/crossover/{name}", f"{name} faster than multihead from T ≈", at, "tokens",
                         note="log-log interpolation between measured lengths" if at else
                         f"not within {lengths[0]}..{lengths[-1]}"))
-    twins = time_twins(shape, rounds=repeats, device=device, progress=progress)
-    for name in TWINNED:
+    twinned = [name for name in TWINNED if name in mixers]
+    twins = time_twins(shape, twinned, rounds=repeats, device=device, progress=progress) if twinned else {}
+    for name in twinned:
         ours, twin = median(twins[name]), median(twins[f"{name}_twin"])
         rows.append(Row("E", f"E/twin/{name}", f"forward+backward · ours: {name}, {shape.twin_tokens} tokens",
                         ours * 1e3, "ms", ratio=ours / twin, ratio_to="twin", samples=[v * 1e3 for v in twins[name]]))

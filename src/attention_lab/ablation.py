@@ -70,7 +70,8 @@ def edit_for(how: str, heads: Sequence[int], means: dict[str, Tensor], name: str
 
 @torch.no_grad()
 def ablate_heads(module, batches: Iterable[Batch], hows: Sequence[str] = ABLATIONS) -> dict[str, float]:
-    """Every head of every block, then every whole block, ablated in each way of ``hows``:
+    """Every head of every block whose heads have weights of their own (``learned_heads``), then every such whole
+    block, ablated in each way of ``hows``:
     ``{"ablation/<how>/<metric>/layer{l}/head{h}" or ".../layer{l}/all": change}``."""
     unknown = [how for how in hows if how not in ABLATIONS]
     if unknown:
@@ -84,6 +85,8 @@ def ablate_heads(module, batches: Iterable[Batch], hows: Sequence[str] = ABLATIO
         results: dict[str, float] = {}
         for how in hows:
             for layer, block in enumerate(module.model.blocks):
+                if not block.attention.learned_heads:  # a hybrid stack's layer with no head of its own to remove
+                    continue
                 name, heads = head_output_name(layer), block.attention.num_heads
                 # Each head alone, then the whole layer (head None: ".../all").
                 for chosen, head in [*(([h], h) for h in range(heads)), (list(range(heads)), None)]:

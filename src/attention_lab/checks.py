@@ -49,8 +49,9 @@ def validate(cfg: DictConfig) -> None:
     check_known_keys(cfg)
     check_sizes(cfg)
     variant = variant_of(cfg)
-    check_model(cfg, variant)
-    check_masks(cfg, variant)
+    for who, layer_variant in layer_variants(cfg, variant):
+        check_model(cfg, layer_variant, who)
+        check_masks(cfg, layer_variant, who)
     check_ablation(cfg, variant)
     check_optimized_metric(cfg, variant)
     check_trainer(cfg)
@@ -65,6 +66,42 @@ def variant_of(cfg: DictConfig) -> VariantFacts:
     return variant
 
 
+def layer_variants(cfg: DictConfig, variant: VariantFacts) -> list[tuple[str, VariantFacts]]:
+    """(how an error names it, its facts) of each distinct variant of the stack: ``model=<name>``, or with a hybrid
+    stack (``mixers``) ``mixers[<layer>]=<name>`` at its first layer. A mixers list that is not one registered,
+    self-attending variant per layer is an error."""
+    mixers = cfg.model.get("mixers")
+    if not mixers:
+        return [(f"model={variant.name}", variant)]
+    if not OmegaConf.is_list(mixers):
+        raise ConfigError(f"model.mixers={mixers} is invalid: it must be a list of variant names, one per layer "
+                          "(e.g. mixers=[gated_deltanet,multihead] layers=2), or null")
+    shown = f"mixers=[{','.join(str(name) for name in mixers)}]"
+    if len(mixers) != cfg.model.layers:
+        raise ConfigError(f"{shown} is invalid: it names {len(mixers)} variants for layers={cfg.model.layers}; "
+                          "give one per layer (or set layers to its length)")
+    if variant.takes_source:
+        raise ConfigError(f"{shown} is invalid for model={variant.name}: an encoder-decoder's blocks take a source; "
+                          "a hybrid stack is of self-attending variants (e.g. model=multihead)")
+    found: dict[str, tuple[str, VariantFacts]] = {}
+    for layer, name in enumerate(str(name) for name in mixers):
+        facts = declared_variants(only=name).get(name)
+        if facts is None:
+            known = declared_variants()
+            raise ConfigError(f"mixers[{layer}]={name} is invalid: it is not an attention variant"
+                              f"{did_you_mean(name, known)} (choose among {', '.join(sorted(known))})")
+        if facts.takes_source:
+            raise ConfigError(f"mixers[{layer}]={name} is invalid: it attends to a second sequence, which a layer of "
+                              "a hybrid stack does not have; choose a self-attending variant")
+        found.setdefault(name, (f"mixers[{layer}]={name}", facts))
+    single = [who for who, facts in found.values() if not facts.multi_head]
+    if single and len(single) < len(found) and cfg.model.num_heads > 1:
+        raise ConfigError(f"{single[0]} is invalid with heads={cfg.model.num_heads}: it has one head, and every "
+                          "layer of a stack has as many heads (the maps are layers x heads); use heads=1 or a "
+                          "multi-head variant")
+    return list(found.values())
+
+
 class NamesWhere:
     """The variants that declare ``fact`` true, read when an error message lists them (reading every variant's
     source costs more than the checks themselves)."""
@@ -76,12 +113,14 @@ class NamesWhere:
         return iter(sorted(name for name, variant in declared_variants().items() if getattr(variant, self.fact)))
 
 
-def variant_error(err: AttentionArgumentError, variant: VariantFacts, setting: str = "") -> ConfigError:
-    """An attention rule's error as one line, under the setting's name as the user writes it."""
+def variant_error(err: AttentionArgumentError, variant: VariantFacts, setting: str = "", who: str = "") -> ConfigError:
+    """An attention rule's error as one line, under the setting's name as the user writes it (``who``: the
+    variant as the user chose it, ``model=<name>`` or a hybrid stack's ``mixers[<layer>]=<name>``)."""
     setting = setting or setting_name(err.argument)
     shown = "null" if err.value is None else err.value
     reason = f" ({err.reason})" if err.reason else ""
-    return ConfigError(f"{setting}={shown} is invalid for model={variant.name}: it must be {err.allowed}{reason}")
+    return ConfigError(f"{setting}={shown} is invalid for {who or f'model={variant.name}'}: it must be "
+                       f"{err.allowed}{reason}")
 
 
 def attention_error(err: AttentionArgumentError, cfg: DictConfig) -> ConfigError:
@@ -96,6 +135,8 @@ def check_typed_knobs(cfg: DictConfig, typed: set[str]) -> None:
     trains what ``model=self heads=1`` trains, and the sweep folds the two.)"""
     if "heads" in typed and cfg.get("heads") is not None:  # heads=null (removed) fails in check_sizes
         variant = variant_of(cfg)
+        if any(facts.multi_head for facts in stack_facts(cfg, variant)):
+            return
         try:
             check_single_head(variant.name, variant, cfg.heads, NamesWhere("multi_head"))
         except AttentionArgumentError as err:
@@ -179,31 +220,39 @@ def check_sizes(cfg: DictConfig) -> None:
         raise ConfigError(f"weight_decay={weight_decay} is invalid: it must be a finite number >= 0")
 
 
-def check_model(cfg: DictConfig, variant: VariantFacts) -> None:
-    """The attention package's rules on the model's settings (the same functions build_attention applies)."""
+def check_model(cfg: DictConfig, variant: VariantFacts, who: str = "") -> None:
+    """The attention package's rules on the model's settings (the same functions build_attention applies), for
+    the blocks of ``variant`` (``who``: how errors name it). kv_heads and model.options go to the blocks of
+    model's own variant only (see attention_lab.model.block_attention)."""
     model = cfg.model
-    name, num_heads, d_model = variant.name, model.num_heads, model.d_model
+    name, d_model = variant.name, model.d_model
+    num_heads = model.num_heads if variant.multi_head else 1  # ModelConfig.layer_heads
+    own = name == str(model.name)
     position = Position(model.position).value
     try:
         check_dropout(model.dropout)
         check_heads_divide(name, num_heads, d_model, width_name="d_model", heads_name="heads")
-        check_kv_heads(name, variant, num_heads, model.kv_heads, NamesWhere("grouped_kv"), heads_name="heads",
-                       unset_unless_grouped=True)
+        if own:
+            check_kv_heads(name, variant, num_heads, model.kv_heads, NamesWhere("grouped_kv"), heads_name="heads",
+                           unset_unless_grouped=True)
         check_position(name, variant, position)
         check_rope_head_dim(name, position, d_model // num_heads)  # every variant's head is d_model / heads wide
         check_window(model.window)
         check_rejected(name, variant, window=model.window, dropout=model.dropout)
     except AttentionArgumentError as err:
-        raise variant_error(err, variant) from err
+        raise variant_error(err, variant, who=who) from err
+    if not own:
+        return
     try:
         check_options(name, variant, model.options)
     except AttentionArgumentError as err:
-        raise variant_error(err, variant, setting=f"model.options.{err.argument}") from err
+        raise variant_error(err, variant, setting=f"model.options.{err.argument}", who=who) from err
 
 
-def check_masks(cfg: DictConfig, variant: VariantFacts) -> None:
-    """The mask must suit both the variant and the task (``task.masks``)."""
+def check_masks(cfg: DictConfig, variant: VariantFacts, who: str = "") -> None:
+    """The mask must suit both the variant and the task (``task.masks``); ``who``: how errors name the variant."""
     model, task = cfg.model, cfg.task
+    who = who or f"model={model.name}"
     model_masks = [m for m in ALL_MASKS
                    if (accepts_causal(variant) if m == Mask.causal.value else accepts_bidirectional(variant))]
     mask = Mask(model.mask).value
@@ -212,18 +261,30 @@ def check_masks(cfg: DictConfig, variant: VariantFacts) -> None:
                           f"predict; use mask={' or '.join(task.masks)}")
     if mask not in model_masks:
         if not set(task.masks) & set(model_masks):
-            raise ConfigError(f"task={task.name} is invalid for model={model.name}: the task needs "
-                              f"mask={' or '.join(task.masks)}, which model={model.name} does not take "
+            raise ConfigError(f"task={task.name} is invalid for {who}: the task needs "
+                              f"mask={' or '.join(task.masks)}, which {who} does not take "
                               f"(it takes mask={' or '.join(model_masks)})")
         why = f" ({CAUSAL_ONLY_REASON})" if variant.causal_only else ""
-        raise ConfigError(f"mask={mask} is invalid for model={model.name}: use mask={' or '.join(model_masks)}{why}")
+        raise ConfigError(f"mask={mask} is invalid for {who}: use mask={' or '.join(model_masks)}{why}")
+
+
+def stack_facts(cfg: DictConfig, variant: VariantFacts) -> list[VariantFacts]:
+    """The facts of every layer's variant: ``variant`` alone, or a hybrid stack's (``mixers``) registered ones."""
+    names = {str(name) for name in cfg.model.get("mixers") or ()}
+    found = [declared_variants(only=name).get(name) for name in sorted(names)]
+    return [facts for facts in found if facts is not None] or [variant]
+
+
+def learned_heads(cfg: DictConfig, variant: VariantFacts) -> bool:
+    """Some layer's heads have weights of their own (ModelConfig.learned_heads)."""
+    return any(facts.learned_heads for facts in stack_facts(cfg, variant))
 
 
 def ablations(cfg: DictConfig, variant: VariantFacts) -> tuple[str, ...]:
     """The ablations the run measures: ``ablation=null`` is every kind for a variant whose heads have weights."""
     chosen = cfg.get("ablation")
     if chosen is None:
-        return ABLATIONS if variant.learned_heads else ()
+        return ABLATIONS if learned_heads(cfg, variant) else ()
     return tuple(str(how) for how in chosen)
 
 
@@ -235,9 +296,11 @@ def check_ablation(cfg: DictConfig, variant: VariantFacts) -> None:
         raise ConfigError(f"ablation={shown} is invalid: {unknown[0]} is not an ablation; choose among "
                           f"{', '.join(ABLATIONS)} (e.g. ablation=[zero,mean]), [] for none or null for all")
     asked = bool(chosen) or bool(cfg.get("ablation_every_validation"))
-    if asked and not variant.learned_heads:
+    if asked and not learned_heads(cfg, variant):
         setting = f"ablation={shown}" if chosen else "ablation_every_validation=true"
-        raise ConfigError(f"{setting} is invalid for model={cfg.model.name}: its attention has no weights of its own, "
+        mixers = cfg.model.get("mixers")
+        who = f"mixers=[{','.join(str(name) for name in mixers)}]" if mixers else f"model={cfg.model.name}"
+        raise ConfigError(f"{setting} is invalid for {who}: its attention has no weights of its own, "
                           "so it has no learned heads to switch off; leave ablation=null and "
                           "ablation_every_validation=false, or choose a variant with weights (e.g. model=self)")
     if cfg.get("ablation_every_validation") and chosen is not None and not chosen:
@@ -253,7 +316,10 @@ def per_head_metric_allowed(cfg: DictConfig, record: HeadMetric, variant: Varian
     if record.family.startswith("head_score/"):
         return not variant.takes_source
     if record.family.startswith("ablation/"):
-        return record.family.split("/")[1] in ablations(cfg, variant)
+        mixers = cfg.model.get("mixers")  # a hybrid stack's layer without learned heads is not ablated
+        layer = str(mixers[record.layer]) if mixers else variant.name
+        learned = declared_variants(only=layer)[layer].learned_heads
+        return learned and record.family.split("/")[1] in ablations(cfg, variant)
     return True
 
 

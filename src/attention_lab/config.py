@@ -74,6 +74,17 @@ class ModelConfig:
     qkv_bias: bool = False
     context_length: int = 16  # rows of the positional embedding table (longest sequence)
     options: dict[str, Any] = field(default_factory=dict)  # the variant's own build_attention keywords
+    # One variant per layer (a hybrid stack); None: every layer is `name`'s. Typed Any: a list-typed field cannot
+    # hold the ${mixers} interpolation while Hydra merges the model group (the top-level knob is list-typed).
+    mixers: Any = None
+
+    def layer_variants(self) -> list[str]:
+        """Each block's attention variant, by layer."""
+        return list(self.mixers) if self.mixers else [self.name] * self.layers
+
+    def layer_heads(self, variant: str) -> int:
+        """Heads of a block of ``variant``: the model's, or 1 for a single-head variant."""
+        return self.num_heads if declared_variants(only=variant)[variant].multi_head else 1
 
     @property
     def encoder_decoder(self) -> bool:
@@ -82,8 +93,8 @@ class ModelConfig:
 
     @property
     def learned_heads(self) -> bool:
-        """Its heads have weights of their own (simple's do not: no head for an ablation to switch off)."""
-        return declared_variants(only=self.name)[self.name].learned_heads
+        """Some layer's heads have weights of their own (simple's do not: no head for an ablation to switch off)."""
+        return any(declared_variants(only=name)[name].learned_heads for name in set(self.layer_variants()))
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
@@ -140,6 +151,7 @@ class TrainConfig:
     mask: Mask = Mask.padding
     window: int | None = None
     position: Position = Position.learned
+    mixers: list[str] | None = None
     device: Device = Device.auto
     seed: int = 0
     threads: int | None = 1  # torch CPU threads; None = torch's default (one per core)
@@ -160,10 +172,11 @@ class TrainConfig:
 
 # In configs/, the model's fields follow the top-level knobs: model field -> the knob that sets it.
 KNOB_OF_FIELD = {"d_model": "d_model", "num_heads": "heads", "layers": "layers", "kv_heads": "kv_heads",
-                 "mask": "mask", "window": "window", "position": "position", "block": "block"}
+                 "mask": "mask", "window": "window", "position": "position", "block": "block",
+                 "mixers": "mixers"}
 # `heads` sets model.num_heads of a variant with several heads; a single-head variant's is 1 (its class says so).
 FROM_KNOBS = {**{field_name: f"${{{knob}}}" for field_name, knob in KNOB_OF_FIELD.items()},
-              "num_heads": "${lab.num_heads:${.name},${heads}}"}
+              "num_heads": "${lab.num_heads:${.name},${heads},${mixers}}"}
 
 
 def setting_name(model_field: str) -> str:
@@ -171,11 +184,13 @@ def setting_name(model_field: str) -> str:
     return KNOB_OF_FIELD.get(model_field, f"model.{model_field}")
 
 
-def num_heads_of(variant: str, heads: Any) -> Any:
+def num_heads_of(variant: str, heads: Any, mixers: Any = None) -> Any:
     """model.num_heads: the ``heads`` knob for a variant with several heads, 1 for a single-head one (an unknown
-    variant keeps the knob: building it fails, naming the variant)."""
-    facts = declared_variants(only=str(variant)).get(str(variant))
-    return heads if facts is None or facts.multi_head else 1
+    variant keeps the knob: building it fails, naming the variant). With ``mixers``, the knob where any layer's
+    variant has several heads (each single-head layer has 1: ModelConfig.layer_heads)."""
+    names = [str(name) for name in mixers] if mixers else [str(variant)]
+    facts = [declared_variants(only=name).get(name) for name in names]
+    return heads if any(fact is None or fact.multi_head for fact in facts) else 1
 
 
 def register_configs() -> None:

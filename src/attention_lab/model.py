@@ -1,8 +1,9 @@
-"""Token + positional embeddings -> blocks of the chosen attention variant -> vocabulary head.
+"""Token + positional embeddings -> blocks of the chosen attention variant(s) -> vocabulary head.
 
 Everything the model needs comes from one :class:`~attention_lab.config.ModelConfig`. With an encoder-decoder
 variant (``cross``), self-attention blocks encode the input and one learned query per output position attends
-to that encoding through the variant's blocks (notebook 001's pattern).
+to that encoding through the variant's blocks (notebook 001's pattern). ``mixers`` chooses one variant per layer
+(a hybrid stack, e.g. three gated_deltanet blocks and one multihead).
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ def sinusoidal_table(length: int, d_model: int) -> Tensor:
 
 
 def block_attention(config: ModelConfig, variant: str, num_heads: int, layer: int = 1) -> nn.Module:
-    """One block's attention: ``variant`` is the config's own, or ``self`` for cross's encoder; ``layer`` its
-    1-based depth, handed to a variant that declares a ``layer`` option (one that depends on its depth)."""
-    # The variant's own options (its yaml's `options:`) go to its blocks only, not to cross's self-attention encoder.
+    """One block's attention: ``variant`` is the config's own, a layer's of a hybrid stack (``mixers``), or ``self``
+    for cross's encoder; ``layer`` its 1-based depth, handed to a variant that declares a ``layer`` option (one that
+    depends on its depth)."""
+    # The variant's own options (its yaml's `options:`) and kv_heads go to its blocks only: not to cross's
+    # self-attention encoder, nor to a hybrid stack's layers of other variants.
     options = dict(config.options) if variant == config.name else {}
     if "layer" in ATTENTION_REGISTRY[variant].options:
         options.setdefault("layer", layer)
@@ -85,8 +88,8 @@ class SequenceModel(nn.Module):
         if self.encoder_decoder:
             self.encoder = nn.ModuleList(self.block("self", 1, layer) for layer in range(1, config.layers + 1))
             self.output_queries = nn.Embedding(config.context_length, d_model)  # one learned query per output slot
-        self.blocks = nn.ModuleList(self.block(config.name, config.num_heads, layer)
-                                    for layer in range(1, config.layers + 1))
+        self.blocks = nn.ModuleList(self.block(variant, config.layer_heads(variant), layer)
+                                    for layer, variant in enumerate(config.layer_variants(), start=1))
         self.final_norm = nn.LayerNorm(d_model) if config.block.layer_norm else nn.Identity()
         self.lm_head = nn.Linear(d_model, vocab_size)
 

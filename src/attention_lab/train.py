@@ -74,7 +74,8 @@ def hparams_for_dashboard(cfg: DictConfig) -> dict[str, Any]:
     """Every knob a sweep may vary, flat: metrics.json's "hparams"."""
     model = cfg.model
     return {
-        "model": model.name, "heads": model.num_heads, "kv_heads": model.kv_heads or model.num_heads,
+        "model": model.name, "mixers": ",".join(str(name) for name in model.mixers) if model.get("mixers") else "",
+        "heads": model.num_heads, "kv_heads": model.kv_heads or model.num_heads,
         "d_model": model.d_model, "layers": model.layers, "mask": Mask(model.mask).value,
         "window": model.window or 0, "position": Position(model.position).value,
         "block": model.block.name, "task": cfg.task.name, "lr": cfg.lr,

@@ -169,8 +169,10 @@ class AttentionMapLogger(L.Callback):
     def heatmaps(self, pl_module: AttentionLitModule, words: list[str], step: int) -> list[tuple[str, str, np.ndarray]]:
         """(tag, title, weights) of every layer and head for the probe's ``words``."""
         _, weights = pl_module.predict_words([words])
+        mixers = pl_module.config.mixers  # a hybrid stack's titles name each layer's variant
         return [(f"attention/layer{layer}/head{head}",
-                 run_title(self.run_name, f"layer {layer}, head {head} · step {step}"), head_weights)
+                 run_title(self.run_name, f"layer {layer}{f' ({mixers[layer]})' if mixers else ''}, head {head} "
+                                          f"· step {step}"), head_weights)
                 for layer, layer_weights in enumerate(weights)
                 for head, head_weights in enumerate(layer_weights[0].float().cpu().numpy())]
 

@@ -22,10 +22,15 @@ class AttentionMaps:
     description: str = ""  # the run: directory and main settings
     unknown: list[str] = field(default_factory=list)  # words of the text not in the vocabulary
     kinds: list[str] = field(default_factory=list)  # each layer's attention kind (AttentionModule.kind)
+    mixers: list[str] = field(default_factory=list)  # a hybrid stack's variant of each layer; [] = one variant
 
     def colour_scale(self) -> ColourScale:
         """0–1 for weights in [0, 1]; a scale symmetric around 0 for signed or unbounded maps (diff, recurrences)."""
         return colour_scale(self.kinds, max((float(abs(w).max()) for w in self.weights if w.size), default=0.0))
+
+    def layer_label(self, layer: int) -> str:
+        """``layer 2``, or with a hybrid stack ``layer 2 (mamba2)``: which variant drew the map."""
+        return f"layer {layer} ({self.mixers[layer]})" if self.mixers else f"layer {layer}"
 
     @property
     def layers(self) -> int:

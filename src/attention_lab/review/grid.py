@@ -43,8 +43,8 @@ def grid_figure(maps: AttentionMaps):
     for layer in range(rows):
         for head in range(cols):
             ax = axes[layer][head]
-            draw_heatmap(ax, maps.weights[layer][head], maps.query_words, maps.words, f"layer {layer} · head {head}",
-                         scale=scale)
+            draw_heatmap(ax, maps.weights[layer][head], maps.query_words, maps.words,
+                         f"{maps.layer_label(layer)} · head {head}", scale=scale)
             ax.set_xlabel("key (attended to)" if layer == rows - 1 else "")
             ax.set_ylabel(maps.query_axis if head == 0 else "")
     fig.colorbar(ScalarMappable(Normalize(scale.vmin, scale.vmax), cmap=scale.cmap), ax=axes,

@@ -96,7 +96,8 @@ def describe_run(files: RunFiles, module) -> str:
     come from the checkpoint's hparams (exact for these weights), the task from the run's config."""
     config = module.config
     task = files.config.get("task", {}).get("name", "?") if files.config is not None else "?"
-    parts = [f"variant={config.name}", f"heads={config.num_heads}", f"d_model={config.d_model}",
+    stack = [f"mixers=[{','.join(config.mixers)}]"] if config.mixers else []
+    parts = [f"variant={config.name}", *stack, f"heads={config.num_heads}", f"d_model={config.d_model}",
              f"layers={config.layers}", f"mask={config.mask.value}", f"position={config.position.value}"]
     if config.kv_heads is not None:
         parts.append(f"kv_heads={config.kv_heads}")
@@ -198,4 +199,5 @@ def compute_maps(module, text: str, *, description: str = "") -> AttentionMaps:
     arrays = [w[0].detach().float().cpu().numpy() for w in weights]
     return AttentionMaps(text=text, words=words, query_words=query_words, predictions=predictions, weights=arrays,
                          encoder_decoder=encoder_decoder, description=description, unknown=unknown,
-                         kinds=[block.attention.kind for block in module.model.blocks])
+                         kinds=[block.attention.kind for block in module.model.blocks],
+                         mixers=list(module.config.mixers or ()))

@@ -82,7 +82,7 @@ def add_to_tensorboard(maps: AttentionMaps, log_dir: Path, step: int, tag: str) 
         writer.add_figure(f"visualize/{tag}/grid", grid_figure(maps), step, close=False)
         for layer, layer_weights in enumerate(maps.weights):
             for head, head_weights in enumerate(layer_weights):
-                fig = attention_figure(head_weights, maps.query_words, maps.words, f"layer {layer}, head {head}")
+                fig = attention_figure(head_weights, maps.query_words, maps.words, f"{maps.layer_label(layer)}, head {head}")
                 writer.add_figure(f"visualize/{tag}/layer{layer}/head{head}", fig, step, close=False)
         writer.add_text(f"visualize/{tag}/text", f"{' '.join(maps.words)} → {' '.join(maps.predictions)}", step)
     finally:

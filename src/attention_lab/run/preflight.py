@@ -59,7 +59,8 @@ def check_machine_and_data(cfg: DictConfig) -> None:
     model = typed(ModelConfig, OmegaConf.to_container(cfg.model, resolve=True))
     try:
         with torch.device("meta"):  # built for its checks, never run: nothing allocated, whatever d_model is
-            block_attention(model, model.name, model.num_heads)
+            for variant in dict.fromkeys(model.layer_variants()):  # each variant of a hybrid stack once
+                block_attention(model, variant, model.layer_heads(variant))
     except AttentionArgumentError as err:
         raise attention_error(err, cfg) from err
     optimizer = str(OmegaConf.select(cfg, "module.optimizer._target_", default=""))
