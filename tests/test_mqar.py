@@ -59,7 +59,7 @@ def test_every_key_is_asked_once_after_the_pairs_and_its_target_is_its_value():
 
 def slot_counts(config: TaskConfig, seed: int) -> list[int]:
     counts = [0] * ((config.max_len - 2 * config.pairs) // 2)
-    for inputs, targets in examples(config, seed):
+    for _, targets in examples(config, seed):
         for position, target in enumerate(targets):
             if target != PAD_ID:
                 counts[(position - 2 * config.pairs) // 2] += 1
