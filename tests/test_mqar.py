@@ -105,13 +105,14 @@ def test_an_input_that_cannot_be_built_is_one_line(changes, setting):
 def test_the_preset_races_every_mixer_at_every_width_and_learning_rate():
     with hydra_compose_api(CONFIG_DIR):
         configs = sweep_job_configs(["experiment=mqar"], "train", validate)
-    mixers, widths = ("multihead", "linear", "sigmoid", "conv"), (16, 32, 64, 128)
+    mixers, widths = ("multihead", "linear", "sigmoid", "conv"), (32, 64, 128)
     rates, seeds = (0.001, 0.003, 0.01, 0.03), (0, 1)
     assert len(configs) == len(mixers) * len(widths) * len(rates) * len(seeds)
+    assert [c.seed for c in configs[:48]] == [0] * 48  # seed 0's every cell first
     assert {(c.model.name, c.d_model, c.lr, c.seed) for c in configs} == {
         (m, d, lr, s) for m in mixers for d in widths for lr in rates for s in seeds}
     for config in configs:  # one task, one budget, attention-only blocks (residual and norm, no MLP)
-        assert (config.task.name, config.task.words, config.task.pairs, config.task.max_len) == ("mqar", 256, 4, 32)
+        assert (config.task.name, config.task.words, config.task.pairs, config.task.max_len) == ("mqar", 64, 4, 32)
         assert (config.block.name, config.block.mlp, config.block.residual, config.block.layer_norm) == (
             "attention_only", False, True, True)
         assert (config.mask, config.heads, config.model.context_length) == ("causal", 1, 32)
