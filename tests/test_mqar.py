@@ -117,3 +117,9 @@ def test_the_preset_races_every_mixer_at_every_width_and_learning_rate():
             "attention_only", False, True, True)
         assert (config.mask, config.heads, config.model.context_length) == ("causal", 1, 32)
         assert config.max_steps == configs[0].max_steps
+
+
+def test_the_probe_is_vocabulary_words_the_pairs_then_the_queries():
+    probe = build_task("mqar").probe(VOCAB, SENTENCES, mqar())
+    assert len(probe) == 12 and set(probe) <= set(VOCAB.words)
+    assert sorted(probe[8:]) == sorted(probe[0:8:2])  # every key asked once

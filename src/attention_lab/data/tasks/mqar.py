@@ -80,9 +80,10 @@ class MqarTask(Task):
         return inputs, targets
 
     def probe(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> list[str]:
-        """One input as training draws them (a fixed seed), in words."""
+        """One input as training draws them (a fixed seed), in words: the pairs, then the queries in the order
+        drawn, without the <pad> between them (a probe is words)."""
         inputs, _ = self.example([vocab.stoi[w] for w in vocab.words], config, random.Random(0))
-        return [vocab.itos[i] for i in inputs]
+        return [vocab.itos[i] for i in inputs if i != PAD_ID]
 
     def pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
               rng: random.Random) -> tuple[Pairs, Pairs]:
