@@ -74,8 +74,8 @@ def test_points_are_the_best_cells_seed_means_against_width_or_state(lr_sweep, x
             values = ACCURACY[model, width, BEST[model, width]]
             mean, std = sample_mean_std(values)
             assert (point.mean, point.std, point.n) == (pytest.approx(mean), pytest.approx(std), len(values))
-            assert point.note == f"lr={BEST[model, width]} of {3 if (model, width) == ('multihead', 64) else 4}"
-    assert "lr=0.003 of 4" in to_markdown(lines, x, "model", "val/token_acc")
+            assert point.note == f"lr={BEST[model, width]}, best of {3 if (model, width) == ('multihead', 64) else 4}"
+    assert "lr=0.003, best of 4" in to_markdown(lines, x, "model", "val/token_acc")
 
 
 def test_the_script_names_the_winning_rate_in_its_table(lr_sweep, tmp_path):
@@ -83,7 +83,7 @@ def test_the_script_names_the_winning_rate_in_its_table(lr_sweep, tmp_path):
     run_script(PLOT, str(lr_sweep), "--best-of", "lr", "--x", "state_size", "--out", str(out), timeout=120,
                check=True)
     table = (out / "val_token_acc_vs_state_size.md").read_text()
-    assert "0.800 ± 0.141 (n=2, lr=0.003 of 4)" in table and (out / "val_token_acc_vs_state_size.png").is_file()
+    assert "0.800 ± 0.141 (n=2, lr=0.003, best of 4)" in table and (out / "val_token_acc_vs_state_size.png").is_file()
 
 
 def test_best_of_a_setting_the_sweep_does_not_vary_is_one_line(lr_sweep):
