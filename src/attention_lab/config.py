@@ -125,6 +125,7 @@ class TaskConfig:
     val_size: int = 500
     pairs: int = 4  # task=recall: key-value pairs in each input
     queries: int = 2  # task=recall: keys asked for after the pairs (at most task.pairs)
+    power_a: float = 0.01  # task=mqar: a query g+1 slots after the pairs has weight ∝ (g+1)^(a-1) (Zoology's); 1 = uniform
     delay: int = 0  # task=copy: each word is output this many positions later (0: plain copy)
     bos: bool = False  # prepend <bos> to every input (its target is ignored): a first token for heads to sink into
     ood_min_len: int | None = None  # a second validation set of longer inputs (ood/*): None = none

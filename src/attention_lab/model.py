@@ -13,7 +13,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from attention_lab.attention import ATTENTION_REGISTRY, build_attention
+from attention_lab.attention import ATTENTION_REGISTRY, AttentionModule, build_attention
 from attention_lab.config import BlockConfig, Mask, ModelConfig, Position
 
 
@@ -121,3 +121,9 @@ class SequenceModel(nn.Module):
         for layer in self.blocks:
             x = layer(x, source, key_padding_mask=key_padding_mask)
         return self.lm_head(self.final_norm(x))
+
+    def state_size(self) -> int:
+        """The recurrent state one layer keeps at the model's context length, in numbers (each variant's
+        :meth:`AttentionModule.state_size`): the largest over the layers, which a hybrid stack may mix."""
+        return max(type(m).state_size(self.config.d_model, m.num_heads, self.config.context_length)
+                   for m in self.modules() if isinstance(m, AttentionModule))

@@ -213,7 +213,7 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     # No wall time (that is in run_info.json): reruns give a byte-identical file. The knobs a sweep varies ride
     # along under "hparams", as in TensorBoard's HParams tab.
     metrics.update(global_step=trainer.global_step, params=sum(p.numel() for p in module.parameters()),
-                   steps_to_solve=solved.step)
+                   state_size=module.model.state_size(), steps_to_solve=solved.step)
     for callback in callbacks:
         if isinstance(callback, RunRecord):  # e.g. when the induction heads formed
             metrics.update(callback.record())

@@ -54,6 +54,13 @@ class AttentionModule(nn.Module):
     causal_only: ClassVar[bool] = False
 
     @classmethod
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
+        """The numbers one layer keeps to produce the next output after ``seq_len`` tokens, its recurrent state
+        (Zoology's and Based's recall-memory axis). Softmax attention keeps every key and value: the KV cache,
+        2·T·d. A variant with a fixed-size state declares its own."""
+        return 2 * seq_len * d_model
+
+    @classmethod
     def d_out_for(cls, d_model: int, num_heads: int) -> int:
         """The d_out to ask for so that the output is d_model wide."""
         return d_model

@@ -86,6 +86,11 @@ class GatedLongConvolution(AttentionModule):
     positions_note = "a convolution has no queries and keys to rotate or bias (its filter already reads distances)"
     rejects = {"window": "its filter is as long as the sequence", "dropout": "its fast path has no map to drop entries of"}
 
+    @classmethod
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
+        """The long filter reads every earlier value: its length (seq_len) × d, and the short one's last taps."""
+        return (seq_len + SHORT_KERNEL - 1) * d_model
+
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  window: int | None = None, dropout: float = 0.0, **common) -> None:
         # window and dropout arrive unset: build_attention refuses them (``rejects``).

@@ -70,6 +70,12 @@ class LinearAttention(MultiHeadAttention):
     positions_note = "linear attention never forms the query-key scores that rope and alibi act on"
     rejects = {"window": "its sums run over every earlier key", "dropout": "its fast path has no attention weights to drop"}
 
+    @classmethod
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
+        """Per head the running sum of φ(k)ᵀv (d_k·d_v) and of φ(k) (d_k, the normaliser), whatever the length."""
+        d_head = d_model // num_heads
+        return num_heads * (d_head * d_head + d_head)
+
     def __init__(self, d_in: int, d_out: int, *, window: int | None = None, dropout: float = 0.0, **common) -> None:
         # window and dropout arrive unset: build_attention refuses them (``rejects``).
         check_split_heads("linear", d_out, common.get("num_heads", 1), common.get("d_v"))

@@ -8,8 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from attention_lab.review.best_of import Best, best_of, setting
 from attention_lab.review.cli import ReviewError
 from attention_lab.review.sweep import Group, Sweep, mean_std, seed_groups
+
+# Settings that are not overrides but facts every job records: x may be one of them (the recurrent state size).
+RECORDED = {"state_size": "state size per layer (numbers)"}
 
 
 @dataclass
@@ -19,15 +23,7 @@ class Point:
     std: float | None  # sample std over the seeds; None with one seed
     n: int  # ok jobs averaged
     total: int  # jobs of the configuration, failed ones included
-
-
-def setting(group: Group, key: str) -> str | None:
-    """The value ``key=value`` takes in the group's overrides (``+key``, ``++key`` too), or None."""
-    for override in group.overrides:
-        name, sep, value = override.partition("=")
-        if sep and name.lstrip("+") == key:
-            return value
-    return None
+    note: str = ""  # with --best-of: the value that won ("lr=0.003"), and how many were tried
 
 
 def number(text: str, key: str) -> float:
@@ -37,22 +33,35 @@ def number(text: str, key: str) -> float:
         raise ReviewError(f"--x {key} is invalid for this sweep: its value {text!r} is not a number") from None
 
 
-def series(sweep: Sweep, x: str, line: str, metric: str) -> dict[str, list[Point]]:
-    """line value -> its points, sorted by x; a configuration with no ok job has no point."""
-    lines: dict[str, list[Point]] = {}
+def x_of(group: Group, x: str) -> str | None:
+    """The group's x: its override, or (``state_size``) what its ok jobs recorded."""
+    if x in RECORDED:
+        recorded = {j.state_size for j in group.ok if j.state_size is not None}
+        return str(min(recorded)) if recorded else None
+    return setting(group, x)
+
+
+def series(sweep: Sweep, x: str, line: str, metric: str, best: str | None = None) -> dict[str, list[Point]]:
+    """line value -> its points, sorted by x; a configuration with no ok job has no point. With ``best`` (a
+    setting, e.g. lr), the groups that differ only in it count as one cell: its best mean of ``metric``."""
     groups = seed_groups(sweep)
-    for key in (x, line):
+    for key in (line, *(k for k in (x, best) if k and k not in RECORDED)):
         if not any(setting(g, key) is not None for g in groups):
             raise ReviewError(f"{key} is not a setting this sweep varies or sets: choose among "
                               f"{', '.join(sorted({o.split('=')[0].lstrip('+') for g in groups for o in g.overrides}))}")
-    for group in groups:
-        x_value, line_value = setting(group, x), setting(group, line)
-        if x_value is None or line_value is None:
+    cells = best_of(groups, best, metric, sweep.direction) if best else [Best(g, None, 0, 1) for g in groups]
+    lines: dict[str, list[Point]] = {}
+    for cell in cells:
+        group = cell.group
+        line_value = setting(group, line)
+        if line_value is None:
             continue
-        mean, std = mean_std(group.values(metric))
         points = lines.setdefault(line_value, [])
-        if mean is not None:
-            points.append(Point(number(x_value, x), mean, std, len(group.values(metric)), group.total))
+        mean, std = mean_std(group.values(metric))
+        x_value = x_of(group, x)
+        if mean is not None and x_value is not None:
+            note = f"{best}={cell.winner}, best of {cell.tried}" if best else ""
+            points.append(Point(number(x_value, x), mean, std, len(group.values(metric)), group.total, note))
     if not any(lines.values()):
         raise ReviewError(f"no ok job of {sweep.dir} reports {metric}: choose another --metric or wait for the jobs")
     return {name: sorted(points, key=lambda p: p.x) for name, points in lines.items()}
@@ -63,7 +72,8 @@ def cell(point: Point | None) -> str:
         return "—"
     spread = f" ± {point.std:.3f}" if point.std is not None else ""
     count = f"n={point.n}" if point.n == point.total else f"n={point.n} of {point.total}"
-    return f"{point.mean:.3f}{spread} ({count})"
+    note = f", {point.note}" if point.note else ""
+    return f"{point.mean:.3f}{spread} ({count}{note})"
 
 
 def to_markdown(lines: dict[str, list[Point]], x: str, line: str, metric: str) -> str:
@@ -90,10 +100,11 @@ def line_plot(lines: dict[str, list[Point]], x: str, line: str, metric: str, pat
     xs = sorted({p.x for points in lines.values() for p in points})
     if xs and xs[0] > 0 and len(xs) > 1 and xs[-1] / xs[0] >= 8:
         ax.set_xscale("log", base=2)
-    ax.set_xticks(xs, labels=[f"{v:g}" for v in xs])
+    if x not in RECORDED:  # a recorded x (state sizes) has too many values to label each: the log axis's ticks
+        ax.set_xticks(xs, labels=[f"{v:g}" for v in xs])
     if metric.endswith("acc"):
         ax.set_ylim(-0.03, 1.03)
-    ax.set_xlabel(x)
+    ax.set_xlabel(RECORDED.get(x, x))
     ax.set_ylabel(f"{metric} (mean ± std over seeds)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)

@@ -60,6 +60,7 @@ class Job:
     # final val/*, ood/*, per-head head_score/* and ablation/* metrics; head_score/<kind>/max
     metrics: dict[str, float] = field(default_factory=dict)
     params: int | None = None
+    state_size: int | None = None  # metrics.json's: the recurrent state of a layer, in numbers
     steps: int | None = None
     wall_time_s: float | None = None  # for running jobs: time since the job started
     error: str = ""
@@ -266,6 +267,7 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict], unreadabl
         job.metrics.update(best_head_scores(metrics))
         job.formation = metrics.get("formation") if isinstance(metrics.get("formation"), dict) else None
         job.params = amount(metrics, "params", metrics_path, unreadable, whole=True)
+        job.state_size = amount(metrics, "state_size", metrics_path, unreadable, whole=True)
         job.steps = amount(metrics, "global_step", metrics_path, unreadable, whole=True)
         if "steps_to_solve" in metrics:
             job.reports_solve = True

@@ -1,0 +1,99 @@
+"""mqar: multi-query associative recall as Zoology generates it (Arora et al. 2023, ``multiquery_ar``). Keys come from
+the first half of the vocabulary's words and values from the second, both distinct within an input: task.pairs
+key-value pairs, then the rest of the task.max_len positions hold <pad> (Zoology's Figure 2: its token 0, no
+random words) but for each key asked once, at every other position (slot g, position 2·pairs + 2·g). Slot g is drawn with weight ∝ (g + 1)^(a − 1), a =
+task.power_a (Zoology's 0.01; 1 = uniform): most queries come soon after the pairs, a few far. The target at a query
+is its key's value; everywhere else <pad>, which the loss and the accuracies ignore. Unlike task=recall, a word
+cannot be both a key and a value, and the <pad> between queries makes the distance to the key vary. (Under
+mask=padding those <pad> are hidden keys; the preset uses mask=causal, where they are a token like any other.)"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from attention_lab.config import TaskConfig
+from attention_lab.data.corpus import PAD_ID, Vocabulary
+from attention_lab.data.tasks.base import Pairs, Task, register_task
+from attention_lab.errors import ConfigError
+
+
+def gap_weights(slots: int, power_a: float) -> list[float]:
+    """Zoology's power law over the query slots 0..slots-1: slot g has weight (g + 1)^(a - 1), normalised."""
+    weights = [(g + 1) ** (power_a - 1) for g in range(slots)]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+def draw_slots(weights: list[float], count: int, rng: random.Random) -> list[int]:
+    """``count`` distinct slots, each drawn with ``weights`` among those not yet taken (numpy's choice without
+    replacement, as Zoology's generator uses)."""
+    free, chosen = list(range(len(weights))), []
+    for _ in range(count):
+        slot = rng.choices(free, weights=[weights[g] for g in free])[0]
+        free.remove(slot)
+        chosen.append(slot)
+    return chosen
+
+
+@register_task("mqar")
+class MqarTask(Task):
+    @staticmethod
+    def slots(config: TaskConfig) -> int:
+        """Query slots after the pairs: every other position of the rest of the input."""
+        return (config.max_len - 2 * config.pairs) // 2
+
+    @staticmethod
+    def halves(word_ids: list[int]) -> tuple[list[int], list[int]]:
+        """The key half and the value half of the vocabulary's words (Zoology: ids below and above vocab / 2)."""
+        middle = len(word_ids) // 2
+        return word_ids[:middle], word_ids[middle:]
+
+    def check(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> None:
+        pairs, power_a = config.pairs, config.power_a
+        if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs <= 0:
+            raise ConfigError(f"task.pairs={pairs} is invalid for task=mqar: it must be a positive integer")
+        if isinstance(power_a, bool) or not isinstance(power_a, (int, float)) or not 0 < power_a <= 1:
+            raise ConfigError(f"task.power_a={power_a} is invalid for task=mqar: it must be a number in (0, 1] "
+                              "(Zoology's 0.01: most queries soon after the pairs; 1: uniform)")
+        if self.slots(config) < pairs:
+            raise ConfigError(
+                f"task.pairs={pairs} is invalid for task=mqar: {pairs} pairs and their {pairs} queries at every other "
+                f"position need task.max_len >= {4 * pairs}, and it is {config.max_len}; lower task.pairs or raise "
+                "task.max_len (and model.context_length)")
+        if len(vocab.words) // 2 < pairs:
+            raise ConfigError(f"task.pairs={pairs} is invalid for task=mqar: keys and values are distinct words from "
+                              f"two halves of the vocabulary's {len(vocab.words)} words; raise task.words to at least "
+                              f"{2 * pairs} or lower task.pairs")
+
+    @classmethod
+    def example(cls, word_ids: list[int], config: TaskConfig, rng: random.Random) -> tuple[list[int], list[int]]:
+        key_half, value_half = cls.halves(word_ids)
+        keys, values = rng.sample(key_half, config.pairs), rng.sample(value_half, config.pairs)
+        context = 2 * config.pairs
+        inputs = [word for pair in zip(keys, values, strict=True) for word in pair]
+        inputs += [PAD_ID] * (config.max_len - context)  # between the queries: <pad> (Figure 2's zeros)
+        targets = [PAD_ID] * config.max_len
+        slots = draw_slots(gap_weights(cls.slots(config), config.power_a), config.pairs, rng)
+        for key, value, slot in zip(keys, values, slots, strict=True):
+            inputs[context + 2 * slot], targets[context + 2 * slot] = key, value
+        return inputs, targets
+
+    def probe(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> list[str]:
+        """One input as training draws them (a fixed seed), in words: the pairs, then the queries in the order
+        drawn, without the <pad> between them (a probe is words)."""
+        inputs, _ = self.example([vocab.stoi[w] for w in vocab.words], config, random.Random(0))
+        return [vocab.itos[i] for i in inputs if i != PAD_ID]
+
+    def pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
+              rng: random.Random) -> tuple[Pairs, Pairs]:
+        self.check(vocab, sentences, config)
+        word_ids = [vocab.stoi[w] for w in vocab.words]
+        examples: Pairs = []
+        seen: set[tuple[int, ...]] = set()
+        while len(examples) < config.train_size + config.val_size:  # distinct inputs: train and val disjoint
+            inputs, targets = self.example(word_ids, config, rng)
+            if tuple(inputs) not in seen:
+                seen.add(tuple(inputs))
+                examples.append((inputs, targets))
+        return examples[config.val_size:], examples[:config.val_size]

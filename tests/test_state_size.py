@@ -1,0 +1,59 @@
+"""The recurrent state a layer keeps (AttentionModule.state_size, in numbers): each variant declares its own, the
+model reports the largest of its layers', and a run records it in metrics.json (Zoology's recall-memory axis)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from attention_lab.attention import ATTENTION_REGISTRY
+from attention_lab.config import BlockConfig, ModelConfig
+from attention_lab.model import SequenceModel
+from attention_lab.review.lines import series
+from attention_lab.review.sweep import collect_sweep
+from conftest import run_train
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("multihead", 2 * 32 * 64),  # the KV cache: a key and a value of d numbers per token
+    ("sigmoid", 2 * 32 * 64),  # attention without the softmax: the same cache
+    ("linear", 4 * (16 * 16 + 16)),  # per head the sum of φ(k)ᵀv (d_k·d_v) and of φ(k) (the normaliser)
+    ("conv", (32 + 2) * 64),  # the long filter's reach (32 values of d) and the short filter's two other taps
+])
+def test_each_variant_declares_its_state(name, expected):
+    assert ATTENTION_REGISTRY[name].state_size(64, 4, 32) == expected
+
+
+def test_the_fixed_states_do_not_grow_with_the_sequence_and_the_caches_do():
+    assert ATTENTION_REGISTRY["linear"].state_size(64, 1, 1024) == ATTENTION_REGISTRY["linear"].state_size(64, 1, 8)
+    assert ATTENTION_REGISTRY["multihead"].state_size(64, 1, 1024) == 128 * ATTENTION_REGISTRY["multihead"].state_size(
+        64, 1, 8)
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION_REGISTRY))
+def test_every_variant_has_a_positive_whole_state(name):
+    size = ATTENTION_REGISTRY[name].state_size(64, 4, 32)
+    assert isinstance(size, int) and size > 0
+
+
+@pytest.mark.parametrize(("name", "expected"), [("linear", 2 * (16 * 16 + 16)), ("multihead", 2 * 20 * 32)])
+def test_the_model_reports_its_layers_state(name, expected):
+    config = ModelConfig(name=name, d_model=32, num_heads=2, layers=2, mask="causal", context_length=20,
+                         block=BlockConfig(name="attention_only"))
+    assert SequenceModel(config, vocab_size=30).state_size() == expected
+
+
+def test_a_tiny_race_records_each_jobs_state_and_plots_against_it(tmp_path):
+    sweep = tmp_path / "mqar"
+    run_train(sweep, "experiment=mqar", "model=multihead,linear", "d_model=16", "lr=0.01", "seed=0", "max_steps=3",
+              "task.train_size=192", "task.val_size=64", "~callbacks.attention_maps", "~callbacks.head_score_maps",
+              multirun=True, timeout=600)
+    recorded = {}
+    for job in ("0", "1"):
+        metrics = json.loads((sweep / job / "metrics.json").read_text())
+        recorded[metrics["hparams"]["model"]] = metrics["state_size"]
+    assert recorded == {"multihead": 2 * 32 * 16, "linear": 16 * 16 + 16}  # one head, context 32
+    lines = series(collect_sweep(sweep), "state_size", "model", "val/token_acc", best="lr")
+    assert {name: [p.x for p in points] for name, points in lines.items()} == {"multihead": [1024.0],
+                                                                               "linear": [272.0]}
