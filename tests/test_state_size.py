@@ -20,13 +20,19 @@ from conftest import run_train
     ("sigmoid", 2 * 32 * 64),  # attention without the softmax: the same cache
     ("linear", 4 * (16 * 16 + 16)),  # per head the sum of φ(k)ᵀv (d_k·d_v) and of φ(k) (the normaliser)
     ("conv", (32 + 2) * 64),  # the long filter's reach (32 values of d) and the short filter's two other taps
+    ("retnet", 4 * 16 * 16),  # per head S = Σ γ^(n−m) kᵀv, d_h × d_h
+    ("mamba2", 4 * 16 * 16 + 3 * 3 * 64),  # per head d_h × d_h, and 3 earlier inputs of X, B and C (4 taps)
+    ("gated_deltanet", 4 * 16 * 16 + 3 * 3 * 64),  # per head d_h × d_h, and 3 earlier inputs of q, k and v
+    ("based", 4 * 273 * 17 + 2 * 32 * 64 + 2 * 3 * 64),  # Taylor sums (1 + 16 + 256) × (d_h + 1), window, conv
+    ("mla", 32 * 4 * 16),  # the latent cache: 4 · d_h numbers a token
 ])
 def test_each_variant_declares_its_state(name, expected):
     assert ATTENTION_REGISTRY[name].state_size(64, 4, 32) == expected
 
 
 def test_the_fixed_states_do_not_grow_with_the_sequence_and_the_caches_do():
-    assert ATTENTION_REGISTRY["linear"].state_size(64, 1, 1024) == ATTENTION_REGISTRY["linear"].state_size(64, 1, 8)
+    for name in ("linear", "retnet", "mamba2", "gated_deltanet"):
+        assert ATTENTION_REGISTRY[name].state_size(64, 1, 1024) == ATTENTION_REGISTRY[name].state_size(64, 1, 8), name
     assert ATTENTION_REGISTRY["multihead"].state_size(64, 1, 1024) == 128 * ATTENTION_REGISTRY["multihead"].state_size(
         64, 1, 8)
 

@@ -109,6 +109,15 @@ class Based(AttentionModule):
     causal_only = True
     kind = "linear"
     options = ("feature_dim", "window_size", "short_conv", "chunk")
+
+    @classmethod
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
+        """At the default options: per head the Taylor branch's running sums Σ φ(k)ᵀv and Σ φ(k) ((1 + d' + d'²)
+        × (d_h + 1)), the window's last keys and values (2 · min(T, window_size) · d) and the short convolution's
+        last inputs of q, k and v."""
+        d_head, features = d_model // num_heads, 1 + FEATURE_DIM + FEATURE_DIM**2
+        return (num_heads * features * (d_head + 1) + 2 * min(seq_len, WINDOW_SIZE) * d_model
+                + (SHORT_CONV - 1) * 3 * d_model)
     positions_note = "its Taylor branch never forms the query-key scores that rope and alibi act on"
     rejects = {"window": "its sliding window is a branch beside the linear attention: set model.options.window_size",
                "dropout": "its fast path has no attention weights to drop"}

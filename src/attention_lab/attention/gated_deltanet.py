@@ -110,6 +110,13 @@ class GatedDeltaNet(AttentionModule):
     causal_only = True
     kind = "delta"
     options = ("chunk", "short_conv")
+
+    @classmethod
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
+        """Per head a d_h × d_h state matrix, whatever the length, and the short convolution's last
+        ``SHORT_CONV`` − 1 inputs of its three convolved streams (at the default ``short_conv``)."""
+        d_head = d_model // num_heads
+        return num_heads * d_head * d_head + (SHORT_CONV - 1) * 3 * d_model
     positions_note = "its gates already weigh each earlier position, and it forms no scores to rotate or bias"
     rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
 
