@@ -197,9 +197,9 @@ def test_kv_heads_must_divide_num_heads():
 
 def test_kv_heads_is_only_for_grouped_variants():
     grouped = sorted(name for name, cls in ATTENTION_REGISTRY.items() if cls.grouped_kv)
-    assert grouped == ["linear", "multihead", "sigmoid"]
-    with pytest.raises(AttentionArgumentError,
-                       match=r"kv_heads is for grouped-query attention \('linear', 'multihead' or 'sigmoid'\)"):
+    assert grouped == ["diff", "gated", "linear", "multihead", "sigmoid"]
+    with pytest.raises(AttentionArgumentError, match=r"kv_heads is for grouped-query attention \('diff', 'gated', "
+                                                     r"'linear', 'multihead' or 'sigmoid'\)"):
         build_attention("self", d_in=4, d_out=4, kv_heads=2)
     # kv_heads equal to num_heads is what every variant does anyway: accepted.
     for variant in VARIANTS:

@@ -19,7 +19,10 @@ from attention_lab.errors import ConfigError
 from attention_lab.run.describe import describe
 from attention_lab.run.preflight import check_run as preflight
 from attention_lab.run.resume import plan_resume
-from conftest import ROOT, TRAIN, check_command_line, compose_config, run_script, script_env
+from conftest import CONFIG_DIR, ROOT, TRAIN, check_command_line, compose_config, run_script, script_env
+
+# The options a group offers, as the error lists them: the group's config files, sorted.
+MODELS, TASKS = (", ".join(sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))) for group in ("model", "task"))
 
 # Measured: about 1 s (4 s when the corpus or device check imports torch) on a loaded 2-core box.
 MAX_REJECT_SECONDS = 20
@@ -159,13 +162,11 @@ COMPOSE_CASES = {
     "lr not a number": (["lr=fast"], "lr=fast is invalid: expected a number, got 'fast'"),
     "unknown trainer preset": (["trainer=tpu"], "trainer=tpu is unknown: choose one of"),
     # A misspelt option gets the nearest of the group's options, as a misspelt setting gets the nearest setting.
-    "option typo": (["model=selff"], "model=selff is unknown: choose one of conv, cross, linear, multihead, "
-                                     "multihead_concat, self, sigmoid, simple; did you mean model=self?"),
-    "option in capitals": (["model=Multihead"], "model=Multihead is unknown: choose one of conv, cross, linear, "
-                                                "multihead, multihead_concat, self, sigmoid, simple; did you mean "
+    "option typo": (["model=selff"], f"model=selff is unknown: choose one of {MODELS}; did you mean model=self?"),
+    "option in capitals": (["model=Multihead"], f"model=Multihead is unknown: choose one of {MODELS}; did you mean "
                                                 "model=multihead?"),
-    "task option typo": (["task=nextword"], "task=nextword is unknown: choose one of copy, induction, next_word, "
-                                            "recall, reverse, sort; did you mean task=next_word?"),
+    "task option typo": (["task=nextword"], f"task=nextword is unknown: choose one of {TASKS}; did you mean "
+                                            "task=next_word?"),
     "override syntax": (["heads==3"], "could not parse the override 'heads==3'"),
     "unknown nested key": (["task.lenght=3"], "task.lenght=3 is invalid: there is no setting 'task.lenght'"),
 }

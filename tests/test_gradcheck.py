@@ -20,7 +20,7 @@ CROSS_PADDING = torch.tensor([[False, False, False, True], [True, True, False, F
 def options(variant: str) -> dict:
     if variant == "simple":
         return dict(d_in=D_IN, d_out=D_IN)
-    if variant in ("multihead", "gated"):
+    if variant in ("multihead", "gated", "mla"):  # heads split one width: no d_v of their own
         return dict(d_in=D_IN, d_out=4, num_heads=2, qkv_bias=True)
     if variant == "multihead_concat":
         return dict(d_in=D_IN, d_out=3, num_heads=2, d_v=2)
