@@ -109,6 +109,9 @@ class Based(AttentionModule):
     causal_only = True
     kind = "linear"
     options = ("feature_dim", "window_size", "short_conv", "chunk")
+    positions_note = "its Taylor branch never forms the query-key scores that rope and alibi act on"
+    rejects = {"window": "its sliding window is a branch beside the linear attention: set model.options.window_size",
+               "dropout": "its fast path has no attention weights to drop"}
 
     @classmethod
     def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
@@ -118,9 +121,6 @@ class Based(AttentionModule):
         d_head, features = d_model // num_heads, 1 + FEATURE_DIM + FEATURE_DIM**2
         return (num_heads * features * (d_head + 1) + 2 * min(seq_len, WINDOW_SIZE) * d_model
                 + (SHORT_CONV - 1) * 3 * d_model)
-    positions_note = "its Taylor branch never forms the query-key scores that rope and alibi act on"
-    rejects = {"window": "its sliding window is a branch beside the linear attention: set model.options.window_size",
-               "dropout": "its fast path has no attention weights to drop"}
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  window: int | None = None, dropout: float = 0.0, feature_dim: int = FEATURE_DIM,

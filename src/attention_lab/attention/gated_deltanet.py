@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from attention_lab.attention.arguments import check_positive_int, check_split_heads
 from attention_lab.attention.base import AttentionModule
 from attention_lab.attention.functional import AttentionOutput
-from attention_lab.attention.mamba2 import CHUNK, SHORT_CONV, segsum, step_size_bias
+from attention_lab.attention.mamba2 import CHUNK, SHORT_CONV, matrix_state_size, segsum, step_size_bias
 from attention_lab.attention.registry import register
 from attention_lab.attention.short_conv import ShortCausalConv, convolve_heads
 
@@ -110,15 +110,12 @@ class GatedDeltaNet(AttentionModule):
     causal_only = True
     kind = "delta"
     options = ("chunk", "short_conv")
+    positions_note = "its gates already weigh each earlier position, and it forms no scores to rotate or bias"
+    rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
 
     @classmethod
     def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
-        """Per head a d_h × d_h state matrix, whatever the length, and the short convolution's last
-        ``SHORT_CONV`` − 1 inputs of its three convolved streams (at the default ``short_conv``)."""
-        d_head = d_model // num_heads
-        return num_heads * d_head * d_head + (SHORT_CONV - 1) * 3 * d_model
-    positions_note = "its gates already weigh each earlier position, and it forms no scores to rotate or bias"
-    rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
+        return matrix_state_size(d_model, num_heads)
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  window: int | None = None, dropout: float = 0.0, chunk: int = CHUNK, short_conv: int = SHORT_CONV,

@@ -37,6 +37,13 @@ from attention_lab.attention.short_conv import ShortCausalConv, convolve_heads
 
 CHUNK = 64  # positions per chunk of the fast path; up to this length it computes M itself
 SHORT_CONV = 4  # taps of the short convolution (Mamba-2's d_conv)
+
+
+def matrix_state_size(d_model: int, num_heads: int) -> int:
+    """The state of a recurrence with a d_h × d_h matrix per head (mamba2, gated_deltanet), whatever the length, and
+    its short convolution's last ``SHORT_CONV`` − 1 inputs of the three convolved streams (at the default taps)."""
+    d_head = d_model // num_heads
+    return num_heads * d_head * d_head + (SHORT_CONV - 1) * 3 * d_model
 STEP_RANGE = (1e-3, 1e-1)  # Δ at initialisation, log-uniform per head (Mamba-2's dt_min, dt_max)
 
 
@@ -98,15 +105,12 @@ class Mamba2(AttentionModule):
     causal_only = True
     kind = "ssm"
     options = ("chunk", "short_conv")
+    positions_note = "its decay already weighs each earlier position by its distance, and it forms no scores to rotate or bias"
+    rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
 
     @classmethod
     def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
-        """Per head a d_h × d_h state matrix, whatever the length, and the short convolution's last
-        ``SHORT_CONV`` − 1 inputs of its three convolved streams (at the default ``short_conv``)."""
-        d_head = d_model // num_heads
-        return num_heads * d_head * d_head + (SHORT_CONV - 1) * 3 * d_model
-    positions_note = "its decay already weighs each earlier position by its distance, and it forms no scores to rotate or bias"
-    rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
+        return matrix_state_size(d_model, num_heads)
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  window: int | None = None, dropout: float = 0.0, chunk: int = CHUNK, short_conv: int = SHORT_CONV,

@@ -45,13 +45,13 @@ class MultiHeadLatentAttention(AttentionModule):
     projects = True
     kind = "softmax"
     options = ("kv_latent", "q_latent", "rope_dim")
+    positions_note = "its RoPE is decoupled (rope_dim sets the rotated part)"
 
     @classmethod
     def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
         """The latent KV cache at the default ``kv_latent`` (4 · d_h numbers a token; ``kv_cache_per_token`` adds
         the shared RoPE key where ``position=rope``)."""
         return seq_len * 4 * (d_model // num_heads)
-    positions_note = "its RoPE is decoupled (rope_dim sets the rotated part)"
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  kv_latent: int | None = None, q_latent: int | None = None, rope_dim: int | None = None,

@@ -55,14 +55,14 @@ class RetNet(AttentionModule):
     causal_only = True
     kind = "retention"
     options = ("chunk",)
+    positions_note = "its decay already weighs each earlier position by its distance (the paper's xPos rotation is left out)"
+    rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
 
     @classmethod
     def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
         """Per head the retention state S = Σ γ^(n−m) k_mᵀ v_m, d_h × d_h, whatever the length."""
         d_head = d_model // num_heads
         return num_heads * d_head * d_head
-    positions_note = "its decay already weighs each earlier position by its distance (the paper's xPos rotation is left out)"
-    rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  window: int | None = None, dropout: float = 0.0, chunk: int = CHUNK, **common) -> None:
