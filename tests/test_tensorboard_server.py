@@ -3,6 +3,7 @@ started as `python -m tensorboard.main --logdir <run dir>` on 127.0.0.1, read th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,7 +64,10 @@ def test_server_lists_the_attention_tab_and_serves_its_maps(tensorboard: TensorB
     listing = tensorboard.get_json("/data/plugins_listing")
     assert listing["attention_lab"]["enabled"] and listing["attention_lab"]["tab_name"] == "attention"
     runs = tensorboard.get_json("/data/plugin/attention_lab/runs")["runs"]
-    assert runs == [{"run": RUN, "has_maps": True, "message": None}]
+    # the run by its readable name (the overrides it was trained with) and the time of its first event
+    assert [{key: value for key, value in r.items() if key != "start_time"} for r in runs] == [
+        {"run": RUN, "label": f"max_steps={SOLVED_RUN_MAX_STEPS}", "has_maps": True, "message": None}]
+    assert 0 < runs[0]["start_time"] <= time.time()
     data = tensorboard.get_json("/data/plugin/attention_lab/maps", run=RUN)
     # every log_attention_every_n_steps (50) and at the end; TensorBoard keeps 10 of a tag's steps by default
     assert data["steps"][0] == 50 and all(s % 50 == 0 for s in data["steps"][:-1]) and 2 <= len(data["steps"]) <= 10
