@@ -25,11 +25,15 @@ def start_train(run_dir: Path, *overrides: str) -> subprocess.Popen:
                             env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def tensorboard_steps(run_dir: Path, tag: str = "train/loss") -> list[list[int]]:
-    """Steps of `tag` in each event file of the run's TensorBoard dir, in file order."""
+def tensorboard_steps(run_dir: Path, metric: str = "train/loss") -> list[list[int]]:
+    """Steps of `metric` (under its TensorBoard tag) in each event file of the run's TensorBoard dir, in file
+    order."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
     from attention_lab.run.files import tensorboard_dir
+    from attention_lab.tensorboard_logger import tensorboard_tag
+
+    tag = tensorboard_tag(metric)
 
     files = sorted(tensorboard_dir(run_dir).glob("events.out.tfevents.*"), key=lambda p: p.name.split(".")[3:])
     steps = []

@@ -23,6 +23,7 @@ COMPARE = ROOT / "scripts" / "compare.py"
 TINY = ["max_steps=2", "task.train_size=64", "task.val_size=32", "~callbacks.attention_maps"]
 # What a resume adds: job 1 trains again for long enough to be caught while it trains.
 LONGER = "max_steps=60"
+DISK_MIB = 32  # see small_disk
 
 
 @pytest.fixture(scope="module")
@@ -103,11 +104,14 @@ def test_a_job_whose_dir_another_process_trains_in_leaves_no_refusal(finished_sw
 
 
 @pytest.fixture
-def four_mib_disk(tmp_path):
-    """A 4 MiB tmpfs: room for the sweep and for the resume's own records, not for much training."""
+def small_disk(tmp_path):
+    """A small tmpfs, which the test fills to the last block while job 1 trains. Emptied again, it must hold the
+    whole sweep once job 1 has trained to its end: its checkpoints (best, last, and the temp file of each atomic
+    save) and every event file of its TensorBoard run. A run writes more as the lab logs more, so the size leaves
+    room to spare (filling it is a few thousand 4 KiB writes)."""
     mount_point = tmp_path / "disk"
     mount_point.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)],
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_MIB}m", "tmpfs", str(mount_point)],
                       capture_output=True).returncode != 0:
         pytest.skip("mounting a tmpfs needs root")
     yield mount_point
@@ -125,13 +129,13 @@ def fill(disk: Path) -> Path:
     return filler
 
 
-def test_a_disk_that_fills_during_a_resumed_sweep_ends_in_one_line(finished_sweep, four_mib_disk):
-    sweep_dir, _ = with_job_1_failed(finished_sweep, four_mib_disk)
+def test_a_disk_that_fills_during_a_resumed_sweep_ends_in_one_line(finished_sweep, small_disk):
+    sweep_dir, _ = with_job_1_failed(finished_sweep, small_disk)
     kept = snapshot(sweep_dir / "0")
     proc = resume(sweep_dir, LONGER)
     try:
         stopped_in_job_1(proc, sweep_dir)
-        filler = fill(four_mib_disk)
+        filler = fill(small_disk)
     finally:
         proc.send_signal(signal.SIGCONT)
         stdout, stderr = proc.communicate(timeout=300)
