@@ -156,7 +156,7 @@ def test_preflight_rejects(overrides, fragment):
 
 
 COMPOSE_CASES = {
-    "unknown task": (["task=nope"], "task=nope is unknown: choose one of copy, induction, next_word, recall, reverse, sort"),
+    "unknown task": (["task=nope"], f"task=nope is unknown: choose one of {TASKS}"),
     "unknown device": (["device=tpu"], "device=tpu is invalid: choose one of auto, cpu, cuda, mps"),
     "layers not an integer": (["layers=1.5"], "layers=1.5 is invalid: expected an integer, got '1.5'"),
     "lr not a number": (["lr=fast"], "lr=fast is invalid: expected a number, got 'fast'"),

@@ -14,6 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from attention_lab.config import register_configs
+from attention_lab.head_scores import HEAD_SCORE_KINDS
 from attention_lab.run.files import tensorboard_dir
 from attention_lab.tensorboard_logger import tensorboard_tag
 from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, compose_config, run_train
@@ -162,10 +163,9 @@ def test_events_hold_an_attention_map_for_every_layer_and_head(events, solved_cf
     final_step = metrics_of(solved_run)["global_step"]
     expected = {f"attention/layer{layer}/head{head}" for layer in range(solved_cfg.layers)
                 for head in range(solved_cfg.model.num_heads)}
-    # Beside the attention maps: one heatmap per head score (random sequences of 3-8 of 17 words repeat words
+    # Beside the attention maps: one heatmap per head score kind (random sequences of 3-8 of 17 words repeat words
     # in the first validation batch, so the induction score exists too).
-    head_scores = {"head_score/previous_token", "head_score/self", "head_score/induction", "head_score/duplicate_token",
-                   "head_score/reverse"}
+    head_scores = {f"head_score/{kind}" for kind in HEAD_SCORE_KINDS}
     # ... and one per ablation, measured at the end of training.
     ablations = {f"ablation/{how}/{metric}" for how in ("zero", "mean") for metric in ("loss", "token_acc")}
     assert set(events.Tags()["images"]) == expected | head_scores | ablations
