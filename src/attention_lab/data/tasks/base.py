@@ -70,6 +70,18 @@ class Task:
             return self.pairs(vocab, sentences, ood_config(config), rng)[1]
 
 
+def distinct_examples(draw: Callable[[], tuple[list[int], list[int]]], count: int) -> Pairs:
+    """``count`` (inputs, targets) pairs from ``draw()``, no input twice (so a train/val split is disjoint)."""
+    examples: Pairs = []
+    seen: set[tuple[int, ...]] = set()
+    while len(examples) < count:
+        inputs, targets = draw()
+        if tuple(inputs) not in seen:
+            seen.add(tuple(inputs))
+            examples.append((inputs, targets))
+    return examples
+
+
 def first_sentence(sentences: Sequence[str]) -> list[str]:
     """The words of the corpus's first sentence that has any (a corpus holds one, see read_sentences)."""
     return next(words for sentence in sentences if (words := tokenize(sentence)))

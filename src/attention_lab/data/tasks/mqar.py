@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
-from attention_lab.data.tasks.base import Pairs, Task, register_task
+from attention_lab.data.tasks.base import Pairs, Task, distinct_examples, register_task
 from attention_lab.errors import ConfigError
 
 
@@ -89,11 +89,5 @@ class MqarTask(Task):
               rng: random.Random) -> tuple[Pairs, Pairs]:
         self.check(vocab, sentences, config)
         word_ids = [vocab.stoi[w] for w in vocab.words]
-        examples: Pairs = []
-        seen: set[tuple[int, ...]] = set()
-        while len(examples) < config.train_size + config.val_size:  # distinct inputs: train and val disjoint
-            inputs, targets = self.example(word_ids, config, rng)
-            if tuple(inputs) not in seen:
-                seen.add(tuple(inputs))
-                examples.append((inputs, targets))
+        examples = distinct_examples(lambda: self.example(word_ids, config, rng), config.train_size + config.val_size)
         return examples[config.val_size:], examples[:config.val_size]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
-from attention_lab.data.tasks.base import Pairs, Task, check_ood_range, corpus_words, register_task
+from attention_lab.data.tasks.base import Pairs, Task, check_ood_range, corpus_words, distinct_examples, register_task
 from attention_lab.errors import ConfigError
 
 
@@ -78,13 +78,7 @@ class RecallTask(Task):
               rng: random.Random) -> tuple[Pairs, Pairs]:
         self.check(vocab, sentences, config)
         word_ids = [vocab.stoi[w] for w in vocab.words]
-        examples: Pairs = []
-        seen: set[tuple[int, ...]] = set()
-        while len(examples) < config.train_size + config.val_size:  # distinct inputs: train and val disjoint
-            inputs, targets = self.example(word_ids, config, rng)
-            if tuple(inputs) not in seen:
-                seen.add(tuple(inputs))
-                examples.append((inputs, targets))
+        examples = distinct_examples(lambda: self.example(word_ids, config, rng), config.train_size + config.val_size)
         return examples[config.val_size:], examples[:config.val_size]
 
     @staticmethod
@@ -115,11 +109,5 @@ class RecallTask(Task):
         longer = [c for c in self.ood_configs(config) if c.pairs <= len(vocab.words)]
         word_ids = [vocab.stoi[w] for w in vocab.words]
         available = sum(self.available(len(word_ids), c) for c in longer)
-        examples: Pairs = []
-        seen: set[tuple[int, ...]] = set()
-        while len(examples) < min(config.val_size, available):
-            inputs, targets = self.example(word_ids, rng.choice(longer), rng)
-            if tuple(inputs) not in seen:
-                seen.add(tuple(inputs))
-                examples.append((inputs, targets))
-        return examples
+        return distinct_examples(lambda: self.example(word_ids, rng.choice(longer), rng),
+                                 min(config.val_size, available))
