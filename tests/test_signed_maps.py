@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from attention_lab.callbacks.attention_maps import HeatmapFigure
+from attention_lab.plotting import weight_label
 from attention_lab.review.attention_maps import AttentionMaps
 from attention_lab.review.colour_scale import UNIT_SCALE, colour_scale
 from attention_lab.review.grid import grid_figure
@@ -58,3 +59,9 @@ def test_the_tensorboard_image_of_a_signed_map_tells_negative_from_zero():
     assert zero != negative
     zero, negative = cell_colours(HeatmapFigure(WORDS, WORDS, "probe"), weights, cells)
     assert zero == negative  # the 0–1 scale clips −0.4 to 0
+
+
+def test_a_cell_that_rounds_to_zero_prints_without_a_sign():
+    signed = colour_scale(["ssm"], 1.5)
+    assert weight_label(-0.0004, signed)[0] == "0.00" and weight_label(-0.0004)[0] == "0.00"
+    assert weight_label(-0.006, signed)[0] == "-0.01"  # a real negative weight keeps its sign

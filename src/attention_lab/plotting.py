@@ -34,9 +34,11 @@ def run_title(run_name: str, detail: str, limit: int = 40) -> str:
 def weight_label(value: float, scale: ColourScale = UNIT_SCALE) -> tuple[str, str]:
     """The annotation of a cell: its text and colour (dark text on the bright end of viridis, and on the pale
     middle of a signed scale)."""
+    text = f"{value:.2f}"
+    text = "0.00" if text == "-0.00" else text  # a tiny negative weight (a signed map above its diagonal) is 0
     if scale.signed:
-        return f"{value:.2f}", "black" if abs(value) < 0.6 * scale.vmax else "white"
-    return f"{value:.2f}", "black" if value > 0.6 else "white"
+        return text, "black" if abs(value) < 0.6 * scale.vmax else "white"
+    return text, "black" if value > 0.6 else "white"
 
 
 def label_path(text: str) -> Path:
