@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from attention_lab.data.probe import EXAMPLE_TEXT
-from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME
+from attention_lab.tensorboard_plugin import PLUGIN_NAME
 
 # TensorBoard's page on its default port, opened on the attention tab (the fragment names the dashboard).
 ATTENTION_TAB = f"http://localhost:6006/#{PLUGIN_NAME}"

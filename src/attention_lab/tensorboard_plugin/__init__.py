@@ -12,3 +12,7 @@ scores and ablation drops beside them, and any sentence run through the run's ch
 
 TensorBoard imports the plugin at start-up; nothing here imports torch until a sentence is asked for.
 """
+
+# The plugin's name: its records' plugin_name, its routes' prefix and the tab's URL fragment. Here, not in
+# summary.py, so that naming the tab (a run's `next:` line) imports no TensorBoard.
+PLUGIN_NAME = "attention_lab"
