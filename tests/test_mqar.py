@@ -105,10 +105,12 @@ def test_an_input_that_cannot_be_built_is_one_line(changes, setting):
 def test_the_preset_races_every_mixer_at_every_width_and_learning_rate():
     with hydra_compose_api(CONFIG_DIR):
         configs = sweep_job_configs(["experiment=mqar"], "train", validate)
-    mixers, widths = ("multihead", "linear", "sigmoid", "conv"), (32, 64, 128)
-    rates, seeds = (0.001, 0.003, 0.01, 0.03), (0, 1)
-    assert len(configs) == len(mixers) * len(widths) * len(rates) * len(seeds)
-    assert [c.seed for c in configs[:48]] == [0] * 48  # seed 0's every cell first
+    mixers = ("multihead", "linear", "sigmoid", "conv", "retnet", "based", "mamba2", "gated_deltanet")
+    widths, rates, seeds = (16, 32, 64, 128, 256), (0.001, 0.003, 0.01, 0.03), (0, 1)
+    cells = len(mixers) * len(widths) * len(rates)
+    assert len(configs) == cells * len(seeds)
+    assert [c.seed for c in configs[:cells]] == [0] * cells  # seed 0's every cell first
+    assert [c.d_model for c in configs[-cells // len(widths):]] == [256] * (cells // len(widths))  # seed 1's widest last
     assert {(c.model.name, c.d_model, c.lr, c.seed) for c in configs} == {
         (m, d, lr, s) for m in mixers for d in widths for lr in rates for s in seeds}
     for config in configs:  # one task, one budget, attention-only blocks (residual and norm, no MLP)
