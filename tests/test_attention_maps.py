@@ -4,6 +4,7 @@ with the words on the axes, and the callback's images and predictions land in th
 from __future__ import annotations
 
 import io
+import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -184,6 +185,7 @@ def test_callback_logs_heatmaps_and_predictions_to_tensorboard(tmp_path, encoder
     trainer.global_step = 250
     callback.on_train_end(trainer, module)
     callback.on_train_end(trainer, module)  # the same step again: logged once
+    callback.wait()  # the final images are drawn on the worker thread
     events = read_events(trainer.loggers[0])
 
     tags = {f"attention/layer{layer}/head{head}" for layer in range(2) for head in range(4)}
@@ -241,13 +243,14 @@ def test_the_configured_callback_with_a_real_module(tmp_path, model):
     callback = instantiate(cfg.callbacks.attention_maps)
     assert isinstance(callback, AttentionMapLogger) and callback.probe_words == PROBE
     module = AttentionLitModule(OmegaConf.to_container(cfg.model, resolve=True, enum_to_str=True), VOCAB)
-    step = callback.every_n_steps
+    step = 10 * callback.every_n_steps
     trainer = fake_trainer(tmp_path, step=step)
     callback.setup(trainer, module, "fit")
-    callback.on_train_batch_end(trainer, module, None, None, 0)  # a logging step: the predictions only
+    callback.on_train_batch_end(trainer, module, None, None, 0)  # the first doubling: the predictions only
     callback.wait()
     assert read_events(trainer.loggers[0]).Tags()["images"] == []
     callback.on_train_end(trainer, module)  # the end of training, at the same step: its images
+    callback.wait()
     events = read_events(trainer.loggers[0])
     assert [text.step for text in events.Tensors("predictions/text_summary")] == [step]
     _, weights = module.predict_words([PROBE])
@@ -266,20 +269,50 @@ def test_the_configured_callback_with_a_real_module(tmp_path, model):
     assert table.startswith("| input | target | prediction | ok |") and "| Life is short | short is Life |" in table
 
 
-def test_by_default_images_only_of_the_final_model_and_predictions_at_every_logging_step(tmp_path):
+def test_by_default_images_only_of_the_final_model_and_predictions_once_per_doubling(tmp_path):
     module = FakeModule(encoder_decoder=False, layers=1, heads=2)
     callback = AttentionMapLogger(probe="Life is short", every_n_steps=10, num_predictions=1)
     trainer = fake_trainer(tmp_path, step=10)
     callback.setup(trainer, module, "fit")
-    for step in (10, 15, 20, 23):
+    for step in (10, 100, 150, 200, 300, 400, 430):  # the predictions: once per doubling (100, 200, 400)
         trainer.global_step = step
         callback.on_train_batch_end(trainer, module, None, None, 0)
-    callback.on_train_end(trainer, module)  # step 23
+    callback.on_train_end(trainer, module)  # step 430
     callback.on_train_end(trainer, module)  # again: nothing new
+    callback.wait()
     events = read_events(trainer.loggers[0])
     assert set(events.Tags()["images"]) == {"attention/layer0/head0", "attention/layer0/head1"}
-    assert [image.step for image in events.Images("attention/layer0/head1")] == [23]
-    assert [text.step for text in events.Tensors("predictions/text_summary")] == [10, 20, 23]
+    assert [image.step for image in events.Images("attention/layer0/head1")] == [430]
+    assert [text.step for text in events.Tensors("predictions/text_summary")] == [100, 200, 400, 430]
+
+
+class GatedLogger(AttentionMapLogger):
+    """Its worker draws only once ``gate`` is set: what waits for the drawing, and what does not, can be seen."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.gate = threading.Event()
+
+    def write_maps(self, *args, **kwargs) -> None:
+        self.gate.wait(timeout=60)
+        super().write_maps(*args, **kwargs)
+
+
+def test_the_final_images_are_drawn_during_the_final_validation_which_waits_for_them(tmp_path):
+    module = FakeModule(encoder_decoder=False, layers=1, heads=2)
+    callback = GatedLogger(probe="Life is short", every_n_steps=10, num_predictions=1)
+    trainer = fake_trainer(tmp_path, step=23)
+    callback.setup(trainer, module, "fit")
+    callback.on_train_end(trainer, module)
+    callback.teardown(trainer, module, "fit")  # the end of fit does not wait for the drawing
+    assert [future.done() for future in callback.pending] == [False]
+    callback.gate.set()
+    trainer.state = SimpleNamespace(fn="validate")
+    callback.on_validation_end(trainer, module)  # train.py's final validation: waits at its end
+    assert callback.pending == []
+    assert [image.step for image in read_events(trainer.loggers[0]).Images("attention/layer0/head1")] == [23]
+    callback.teardown(trainer, module, "validate")
+    assert callback.worker is None
 
 
 def test_titles_name_the_run_and_cut_long_names():

@@ -3,7 +3,7 @@ attention tab's slider shows the default run before it is solved and the inducti
 
 from __future__ import annotations
 
-from attention_lab.callbacks.log_schedule import interval_at, is_logged, logged_steps
+from attention_lab.callbacks.log_schedule import interval_at, is_doubling, is_logged, logged_steps
 from conftest import compose_config
 
 # Measured once on real runs (CPU, the configs as they are):
@@ -39,3 +39,9 @@ def test_dense_early_then_ten_records_per_doubling():
         assert len([s for s in logged_steps(4 * start, 10) if start <= s < 2 * start]) == 10
     assert not is_logged(0, 10)  # the start of training: nothing learned yet
     assert logged_steps(30, 50) == []  # an interval longer than the run: the end of training alone logs
+
+
+def test_the_predictions_keep_one_record_per_doubling():
+    assert [step for step in range(1, 2000) if is_doubling(step, 10)] == [100, 200, 400, 800, 1600]
+    assert [step for step in range(1, 500) if is_doubling(step, 5)] == [50, 100, 200, 400]
+    assert all(is_logged(step, 10) for step in range(1, 10_000) if is_doubling(step, 10))  # a subset of the probe's

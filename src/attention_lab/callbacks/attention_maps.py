@@ -14,7 +14,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.path import Path
 
-from attention_lab.callbacks.log_schedule import is_logged
+from attention_lab.callbacks.log_schedule import is_doubling
 from attention_lab.data.corpus import PAD_ID, UNK, tokenize
 from attention_lab.data.probe import probe_axes, with_first_token
 from attention_lab.plotting import attention_figure, label_path, run_title, weight_label
@@ -75,16 +75,18 @@ class HeatmapFigure:
 
 
 class AttentionMapLogger(L.Callback):
-    """At the steps of :mod:`~attention_lab.callbacks.log_schedule` (``every_n_steps`` its first interval) and at
-    the end of training, logs a few validation predictions
-    beside their targets (text ``predictions``); at the end of training, and every ``image_every_n_steps`` if
+    """Once per doubling of the step (:func:`~attention_lab.callbacks.log_schedule.is_doubling`, ``every_n_steps``
+    the schedule's first interval) and at the end of training, logs a few validation predictions beside their
+    targets (text ``predictions``); at the end of training, and every ``image_every_n_steps`` if
     given, one heatmap per layer and head for the probe sentence (tags ``attention/layer{l}/head{h}``).
 
     The images are of the final model by default: the attention tab shows every logged step from tensor
-    summaries (callbacks/attention_summaries.py) at a fraction of the cost, while drawing, PNG-encoding and
-    checksumming eight images holds the interpreter lock for ~120 ms a step on this machine's CPU.
+    summaries (callbacks/attention_summaries.py) at a fraction of the cost, while drawing and PNG-encoding a heatmap
+    per head holds the interpreter lock many times longer than a training step of the default model.
     The weights and predictions are computed on the training thread; drawing and encoding the images happen on
-    one worker thread while training goes on. Training waits for it at its end."""
+    one worker thread while training goes on; the final validation (train.py's, after fit) waits for it at its end.
+    Without one (a fit alone, or a run stopped by a signal), the worker finishes on its own before the process
+    exits; ``wait`` waits for it."""
 
     def __init__(self, probe: str = "Life is short, eat dessert first", every_n_steps: int = 100,
                  num_predictions: int = 4, run_name: str = "", image_every_n_steps: int | None = None) -> None:
@@ -119,17 +121,24 @@ class AttentionMapLogger(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         images = self.image_every_n_steps is not None and step % self.image_every_n_steps == 0
-        if images or is_logged(step, self.every_n_steps):
+        if images or is_doubling(step, self.every_n_steps):
             self.log_maps(trainer, pl_module, images=images)
 
     def on_train_end(self, trainer, pl_module) -> None:
+        # The final model's images are drawn on the worker while the run goes on to its final validation, whose
+        # end waits for them: the drawing overlaps the validation and head-ablation passes instead of adding to them.
         self.log_maps(trainer, pl_module, images=True)
-        self.wait()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.state.fn == "validate":
+            self.wait()
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self.wait(raise_errors=False)
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
+        if stage == "fit":  # the final images may still be drawing: the final validation waits for them
+            return
         self.wait(raise_errors=False)
         if self.worker is not None:
             self.worker.shutdown(wait=True)

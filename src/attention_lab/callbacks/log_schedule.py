@@ -4,7 +4,10 @@ hundred steps and a long run still writes few records.
 
 ``every_n_steps`` (``log_attention_every_n_steps``) is the first interval: every ``n`` steps up to step ``20 n``,
 then the interval doubles each time the step doubles (10 records per doubling). With n = 10: steps 10, 20, ...,
-190, then 200, 220, ..., 380, then 400, 440, ... At the end of training every logger logs once more."""
+190, then 200, 220, ..., 380, then 400, 440, ... At the end of training every logger logs once more.
+
+The predictions (text) keep one record per doubling, at steps 10 n, 20 n, 40 n, ...: a text tag's steps beyond
+TensorBoard's default reservoir of 10 would be dropped at random, and each record costs a forward pass."""
 
 from __future__ import annotations
 
@@ -20,6 +23,13 @@ def interval_at(step: int, every_n_steps: int) -> int:
 def is_logged(step: int, every_n_steps: int) -> bool:
     """Whether training step ``step`` (a global step, from 1) logs the probe's attention."""
     return step > 0 and step % interval_at(step, every_n_steps) == 0
+
+
+def is_doubling(step: int, every_n_steps: int) -> bool:
+    """Whether ``step`` is one where the interval doubles: ``DENSE/2 n`` times a power of two (100, 200, 400, ...
+    with n = 10)."""
+    first = DENSE // 2 * every_n_steps
+    return step > 0 and step % first == 0 and (step // first).bit_count() == 1
 
 
 def logged_steps(max_steps: int, every_n_steps: int) -> list[int]:
