@@ -28,6 +28,9 @@ the same run (`-m model=self,multihead heads=1,2`: self has one head), and write
                        (compare.md then has a second section, "Seeds")
   heads.md      with --heads KIND[,KIND...]: which heads matter, the detector scores and ablation drops of each
                 layer's heads ranked by KIND (one per layer, the last for the rest), mean ± std over seeds
+  compare_best_of.md  with --best-of SETTING (e.g. lr, for experiment=mqar): the setting folded, each cell (the jobs
+                equal but for it and seed) standing as its value with the best mean of --metric, named, with how
+                many values had a result (Zoology reports the best of four learning rates per cell)
   formation.png with --plot: loss, best previous-token and best induction score against the step, one line
                 per seed, each run's formation step marked (runs that recorded their history: induction_formation)
 Everything comes from what the sweep wrote: sweep_summary.json, each job's run_info.json,
@@ -64,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heads", metavar="KIND[,KIND...]",
                         help="also write heads.md: each layer's heads ranked by that head score (one kind per layer, "
                              "the last for the rest), their scores and ablation drops, mean ± std over seeds")
+    parser.add_argument("--best-of", metavar="SETTING",
+                        help="also write compare_best_of.md: the jobs that differ only in SETTING (and seed) as one "
+                             "cell, the value with the best mean of --metric standing for it (e.g. lr)")
     args = parser.parse_args(argv)
     sweep_arg = args.sweep
 
@@ -98,6 +104,14 @@ def main(argv: list[str] | None = None) -> int:
                                   f"{', '.join(HEAD_SCORE_KINDS)}")
             table = heads_markdown(sweep, ranking)
             paths["heads"] = written_text(out / "heads.md", table)
+            console.print(printable(table), highlight=False, markup=False)
+        if args.best_of:
+            from attention_lab.review.best_of import best_markdown, best_of, checked_setting
+
+            checked_setting(groups, args.best_of)
+            cells = best_of(groups, args.best_of, sweep.metric, sweep.direction)
+            table = best_markdown(sweep, cells, args.best_of)
+            paths["best_of"] = written_text(out / "compare_best_of.md", table)
             console.print(printable(table), highlight=False, markup=False)
         if args.plot:
             from attention_lab.review.formation_plot import formation_figure

@@ -90,3 +90,32 @@ def test_best_of_a_setting_the_sweep_does_not_vary_is_one_line(lr_sweep):
     proc = run_script(PLOT, str(lr_sweep), "--best-of", "batch_size", timeout=120)
     assert proc.returncode == 1 and proc.stderr.startswith("error: batch_size is not a setting")
     assert proc.stderr.count("\n") == 1
+
+
+def test_compare_folds_the_setting_into_one_row_per_cell(lr_sweep):
+    from attention_lab.review.best_of import best_markdown, best_rows
+
+    sweep = collect_sweep(lr_sweep, metric="val/token_acc")
+    cells = best_of(seed_groups(sweep), "lr", sweep.metric, sweep.direction)
+    header, rows = best_rows(sweep, cells, "lr")
+    assert header[:4] == ["cell", "lr", "tried", "seeds"]
+    by_cell = {row[0]: row for row in rows}
+    assert set(by_cell) == {"model=multihead d_model=16", "model=multihead d_model=64", "model=linear d_model=16",
+                            "model=linear d_model=64"}
+    assert by_cell["model=multihead d_model=16"][1:3] == ["0.003", "4 of 4"]
+    assert by_cell["model=multihead d_model=64"][1:3] == ["0.001", "3 of 4"]
+    assert by_cell["model=linear d_model=64"][1:3] == ["—", "0 of 4"]  # no ok job: no winner, said so
+    mean, std = sample_mean_std(ACCURACY["multihead", 16, "0.003"])
+    assert f"{mean:.4f} ± {std:.4f} (n=2)" in by_cell["model=multihead d_model=16"]
+    assert best_markdown(sweep, cells, "lr").startswith("## Best of `lr`")
+
+
+def test_compare_script_writes_the_folded_table(lr_sweep, tmp_path):
+    out = tmp_path / "out"
+    proc = run_script(ROOT / "scripts" / "compare.py", str(lr_sweep), "--best-of", "lr", "--metric", "val/token_acc",
+                      "--out", str(out), timeout=120, check=True)
+    assert "| `model=linear d_model=16` | 0.03 | 4 of 4 |" in (out / "compare_best_of.md").read_text()
+    assert "compare_best_of.md" in proc.stdout
+    refused = run_script(ROOT / "scripts" / "compare.py", str(lr_sweep), "--best-of", "heads", "--out", str(out),
+                         timeout=120)
+    assert refused.returncode == 1 and refused.stderr.startswith("error: heads is not a setting")

@@ -63,3 +63,30 @@ def test_a_tiny_race_records_each_jobs_state_and_plots_against_it(tmp_path):
     lines = series(collect_sweep(sweep), "state_size", "model", "val/token_acc", best="lr")
     assert {name: [p.x for p in points] for name, points in lines.items()} == {"multihead": [1024.0],
                                                                                "linear": [272.0]}
+
+
+@pytest.mark.parametrize(("name", "options", "expected"), [
+    ("based", {"window_size": 0}, 4 * 273 * 17 + 2 * (2 * 4 * 16 + 64)),  # the Taylor sums and the conv alone
+    ("based", {"window_size": 4, "feature_dim": 8, "short_conv": 0}, 4 * 73 * 17 + 2 * 4 * 64),
+    ("mla", {"kv_latent": 24}, 32 * 24),  # the latent cache: kv_latent numbers a token
+    ("mamba2", {"short_conv": 0}, 4 * 16 * 16),
+    ("gated_deltanet", {"short_conv": 2}, 4 * 16 * 16 + 1 * 3 * 64),
+])
+def test_the_state_follows_the_variants_options(name, options, expected):
+    assert ATTENTION_REGISTRY[name].state_size(64, 4, 32, **options) == expected
+
+
+def test_grouped_keys_and_values_keep_a_smaller_cache():
+    assert ATTENTION_REGISTRY["multihead"].state_size(64, 4, 32, kv_heads=1) == 2 * 32 * 16
+    assert ATTENTION_REGISTRY["multihead"].state_size(64, 4, 32, kv_heads=4) == 2 * 32 * 64
+
+
+@pytest.mark.parametrize(("model", "changes", "expected"), [
+    ("based", {"options": {"window_size": 0}}, 1 * 273 * 17 + 2 * (2 * 16 + 16)),
+    ("mla", {"options": {"kv_latent": 8}}, 32 * 8),
+    ("multihead", {"num_heads": 4, "kv_heads": 2}, 2 * 32 * 2 * 4),
+])
+def test_a_model_reports_the_state_of_its_layers_as_built(model, changes, expected):
+    config = ModelConfig(name=model, d_model=16, layers=2, context_length=32, mask="causal",
+                         block=BlockConfig(name="attention_only"), **{"num_heads": 1, **changes})
+    assert SequenceModel(config, vocab_size=30).state_size() == expected

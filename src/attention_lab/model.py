@@ -27,19 +27,29 @@ def sinusoidal_table(length: int, d_model: int) -> Tensor:
     return table
 
 
+def layer_options(config: ModelConfig, variant: str, layer: int) -> dict:
+    """The options one layer's variant is built with. The variant's own options (its yaml's `options:`) go to its
+    blocks only: not to cross's self-attention encoder, nor to a hybrid stack's layers of other variants."""
+    options = dict(config.options) if variant == config.name else {}
+    if "layer" in ATTENTION_REGISTRY[variant].options:
+        options.setdefault("layer", layer)
+    return options
+
+
+def layer_kv_heads(config: ModelConfig, variant: str) -> int | None:
+    """kv_heads, like the options, is the config's variant's alone."""
+    return config.kv_heads if variant == config.name else None
+
+
 def block_attention(config: ModelConfig, variant: str, num_heads: int, layer: int = 1) -> nn.Module:
     """One block's attention: ``variant`` is the config's own, a layer's of a hybrid stack (``mixers``), or ``self``
     for cross's encoder; ``layer`` its 1-based depth, handed to a variant that declares a ``layer`` option (one that
     depends on its depth)."""
-    # The variant's own options (its yaml's `options:`) and kv_heads go to its blocks only: not to cross's
-    # self-attention encoder, nor to a hybrid stack's layers of other variants.
-    options = dict(config.options) if variant == config.name else {}
-    if "layer" in ATTENTION_REGISTRY[variant].options:
-        options.setdefault("layer", layer)
+    options = layer_options(config, variant, layer)
     position = Position(config.position)  # the attention acts on rope and alibi; the rest act on embeddings
     return build_attention(
         variant, d_in=config.d_model, d_out=ATTENTION_REGISTRY[variant].d_out_for(config.d_model, num_heads),
-        num_heads=num_heads, kv_heads=config.kv_heads if variant == config.name else None,
+        num_heads=num_heads, kv_heads=layer_kv_heads(config, variant),
         qkv_bias=config.qkv_bias, dropout=config.dropout, causal=Mask(config.mask) is Mask.causal,
         window=config.window, position=position.value, **options,
     )
@@ -125,5 +135,9 @@ class SequenceModel(nn.Module):
     def state_size(self) -> int:
         """The recurrent state one layer keeps at the model's context length, in numbers (each variant's
         :meth:`AttentionModule.state_size`): the largest over the layers, which a hybrid stack may mix."""
-        return max(type(m).state_size(self.config.d_model, m.num_heads, self.config.context_length)
-                   for m in self.modules() if isinstance(m, AttentionModule))
+        layers = [*(("self", block) for block in self.encoder)] if self.encoder_decoder else []
+        layers += zip(self.config.layer_variants(), self.blocks, strict=True)
+        return max(ATTENTION_REGISTRY[variant].state_size(
+            self.config.d_model, block.attention.num_heads, self.config.context_length,
+            kv_heads=layer_kv_heads(self.config, variant), **layer_options(self.config, variant, layer))
+            for layer, (variant, block) in enumerate(layers, start=1))

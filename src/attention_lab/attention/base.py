@@ -54,11 +54,14 @@ class AttentionModule(nn.Module):
     causal_only: ClassVar[bool] = False
 
     @classmethod
-    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int, kv_heads: int | None = None, **options) -> int:
         """The numbers one layer keeps to produce the next output after ``seq_len`` tokens, its recurrent state
-        (Zoology's and Based's recall-memory axis). Softmax attention keeps every key and value: the KV cache,
-        2·T·d. A variant with a fixed-size state declares its own."""
-        return 2 * seq_len * d_model
+        (Zoology's and Based's recall-memory axis), for a layer built with ``kv_heads`` and ``options`` (its
+        ``build_attention`` keywords). Softmax attention keeps every key and value: the KV cache, 2·T·d, or
+        2·T·kv_heads·d_h with grouped keys and values. A variant with a fixed-size state declares its own."""
+        if kv_heads is None or kv_heads == num_heads:
+            return 2 * seq_len * d_model
+        return 2 * seq_len * kv_heads * (d_model // num_heads)
 
     @classmethod
     def d_out_for(cls, d_model: int, num_heads: int) -> int:

@@ -114,13 +114,14 @@ class Based(AttentionModule):
                "dropout": "its fast path has no attention weights to drop"}
 
     @classmethod
-    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
-        """At the default options: per head the Taylor branch's running sums Σ φ(k)ᵀv and Σ φ(k) ((1 + d' + d'²)
-        × (d_h + 1)), the window's last keys and values (2 · min(T, window_size) · d) and the short convolution's
-        last inputs of q, k and v."""
-        d_head, features = d_model // num_heads, 1 + FEATURE_DIM + FEATURE_DIM**2
-        return (num_heads * features * (d_head + 1) + 2 * min(seq_len, WINDOW_SIZE) * d_model
-                + (SHORT_CONV - 1) * 3 * d_model)
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int, feature_dim: int = FEATURE_DIM,
+                   window_size: int = WINDOW_SIZE, short_conv: int = SHORT_CONV, **options) -> int:
+        """Per head the Taylor branch's running sums Σ φ(k)ᵀv and Σ φ(k) ((1 + d' + d'²) × (d_h + 1)), the window's
+        last keys and values (2 · min(T, window_size) · d) and the short convolution's last inputs of q and k (d'
+        per head each) and v (d)."""
+        d_head, features = d_model // num_heads, 1 + feature_dim + feature_dim**2
+        return (num_heads * features * (d_head + 1) + 2 * min(seq_len, window_size) * d_model
+                + max(short_conv - 1, 0) * (2 * num_heads * feature_dim + d_model))
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  window: int | None = None, dropout: float = 0.0, feature_dim: int = FEATURE_DIM,

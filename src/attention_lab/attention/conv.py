@@ -87,7 +87,7 @@ class GatedLongConvolution(AttentionModule):
     rejects = {"window": "its filter is as long as the sequence", "dropout": "its fast path has no map to drop entries of"}
 
     @classmethod
-    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int, **options) -> int:
         """The long filter reads every earlier value: its length (seq_len) × d, and the short one's last taps."""
         return (seq_len + SHORT_KERNEL - 1) * d_model
 

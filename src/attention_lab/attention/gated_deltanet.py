@@ -114,8 +114,8 @@ class GatedDeltaNet(AttentionModule):
     rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
 
     @classmethod
-    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
-        return matrix_state_size(d_model, num_heads)
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int, short_conv: int = SHORT_CONV, **options) -> int:
+        return matrix_state_size(d_model, num_heads, short_conv)
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  window: int | None = None, dropout: float = 0.0, chunk: int = CHUNK, short_conv: int = SHORT_CONV,

@@ -71,7 +71,7 @@ class LinearAttention(MultiHeadAttention):
     rejects = {"window": "its sums run over every earlier key", "dropout": "its fast path has no attention weights to drop"}
 
     @classmethod
-    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int, **options) -> int:
         """Per head the running sum of φ(k)ᵀv (d_k·d_v) and of φ(k) (d_k, the normaliser), whatever the length."""
         d_head = d_model // num_heads
         return num_heads * (d_head * d_head + d_head)

@@ -39,11 +39,11 @@ CHUNK = 64  # positions per chunk of the fast path; up to this length it compute
 SHORT_CONV = 4  # taps of the short convolution (Mamba-2's d_conv)
 
 
-def matrix_state_size(d_model: int, num_heads: int) -> int:
+def matrix_state_size(d_model: int, num_heads: int, short_conv: int = SHORT_CONV) -> int:
     """The state of a recurrence with a d_h × d_h matrix per head (mamba2, gated_deltanet), whatever the length, and
-    its short convolution's last ``SHORT_CONV`` − 1 inputs of the three convolved streams (at the default taps)."""
+    its short convolution's last ``short_conv`` − 1 inputs of the three convolved streams (0 taps: none)."""
     d_head = d_model // num_heads
-    return num_heads * d_head * d_head + (SHORT_CONV - 1) * 3 * d_model
+    return num_heads * d_head * d_head + max(short_conv - 1, 0) * 3 * d_model
 STEP_RANGE = (1e-3, 1e-1)  # Δ at initialisation, log-uniform per head (Mamba-2's dt_min, dt_max)
 
 
@@ -109,8 +109,8 @@ class Mamba2(AttentionModule):
     rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
 
     @classmethod
-    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
-        return matrix_state_size(d_model, num_heads)
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int, short_conv: int = SHORT_CONV, **options) -> int:
+        return matrix_state_size(d_model, num_heads, short_conv)
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  window: int | None = None, dropout: float = 0.0, chunk: int = CHUNK, short_conv: int = SHORT_CONV,

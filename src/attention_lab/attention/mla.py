@@ -48,10 +48,10 @@ class MultiHeadLatentAttention(AttentionModule):
     positions_note = "its RoPE is decoupled (rope_dim sets the rotated part)"
 
     @classmethod
-    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
-        """The latent KV cache at the default ``kv_latent`` (4 · d_h numbers a token; ``kv_cache_per_token`` adds
-        the shared RoPE key where ``position=rope``)."""
-        return seq_len * 4 * (d_model // num_heads)
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int, kv_latent: int | None = None, **options) -> int:
+        """The latent KV cache: ``kv_latent`` numbers a token (default 4 · d_h; ``kv_cache_per_token`` adds the
+        shared RoPE key where ``position=rope``)."""
+        return seq_len * (4 * (d_model // num_heads) if kv_latent is None else kv_latent)
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  kv_latent: int | None = None, q_latent: int | None = None, rope_dim: int | None = None,

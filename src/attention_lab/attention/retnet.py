@@ -59,7 +59,7 @@ class RetNet(AttentionModule):
     rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
 
     @classmethod
-    def state_size(cls, d_model: int, num_heads: int, seq_len: int) -> int:
+    def state_size(cls, d_model: int, num_heads: int, seq_len: int, **options) -> int:
         """Per head the retention state S = Σ γ^(n−m) k_mᵀ v_m, d_h × d_h, whatever the length."""
         d_head = d_model // num_heads
         return num_heads * d_head * d_head

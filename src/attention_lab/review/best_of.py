@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attention_lab.review.sweep import Group, mean_std
+from attention_lab.review.cli import ReviewError
+from attention_lab.review.compare import group_rows, markdown_table
+from attention_lab.review.sweep import Group, Sweep, mean_std
 
 
 def setting(group: Group, key: str) -> str | None:
@@ -47,3 +49,31 @@ def best_of(groups: list[Group], key: str, metric: str, direction: str = "maximi
         best = max(scored, key=lambda pair: sign * pair[0])[1]  # max keeps the first of equal means
         folded.append(Best(best, setting(best, key), len(scored), len(cell)))
     return folded
+
+
+def checked_setting(groups: list[Group], key: str) -> None:
+    """Raises ReviewError naming the settings there are when no group sets ``key``."""
+    if not any(setting(g, key) is not None for g in groups):
+        raise ReviewError(f"{key} is not a setting this sweep varies or sets: choose among "
+                          f"{', '.join(sorted({o.split('=')[0].lstrip('+') for g in groups for o in g.overrides}))}")
+
+
+def best_rows(sweep: Sweep, cells: list[Best], key: str) -> tuple[list[str], list[list[str]]]:
+    """compare.py --best-of: one row per cell, its configuration without ``key``, the winning value and how many
+    values had a result, then the winner's seed statistics (the columns of the "Seeds" table)."""
+    header, rows = group_rows(sweep, [c.group for c in cells])
+    out = []
+    for best, row in zip(cells, rows, strict=True):
+        configuration = " ".join(o for o in best.group.overrides
+                                 if o.partition("=")[0].lstrip("+") != key and o not in sweep.common_overrides)
+        out.append([configuration or "(defaults)", best.winner or "—", f"{best.tried} of {best.values}", *row[1:]])
+    return ["cell", key, "tried", *header[1:]], out
+
+
+def best_markdown(sweep: Sweep, cells: list[Best], key: str) -> str:
+    header, rows = best_rows(sweep, cells, key)
+    lines = [f"## Best of `{key}`", "",
+             f"Each cell (the jobs equal but for `{key}` and `seed`) is the value of `{key}` with the best mean "
+             f"{sweep.metric} ({sweep.direction}); mean ± sample std (n) over its seeds.", "",
+             *markdown_table(header, rows, overrides_column=0)]
+    return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from attention_lab.review.best_of import Best, best_of, setting
+from attention_lab.review.best_of import Best, best_of, checked_setting, setting
 from attention_lab.review.cli import ReviewError
 from attention_lab.review.sweep import Group, Sweep, mean_std, seed_groups
 
@@ -46,9 +46,7 @@ def series(sweep: Sweep, x: str, line: str, metric: str, best: str | None = None
     setting, e.g. lr), the groups that differ only in it count as one cell: its best mean of ``metric``."""
     groups = seed_groups(sweep)
     for key in (line, *(k for k in (x, best) if k and k not in RECORDED)):
-        if not any(setting(g, key) is not None for g in groups):
-            raise ReviewError(f"{key} is not a setting this sweep varies or sets: choose among "
-                              f"{', '.join(sorted({o.split('=')[0].lstrip('+') for g in groups for o in g.overrides}))}")
+        checked_setting(groups, key)
     cells = best_of(groups, best, metric, sweep.direction) if best else [Best(g, None, 0, 1) for g in groups]
     lines: dict[str, list[Point]] = {}
     for cell in cells:
