@@ -202,19 +202,24 @@ def plot(lengths: list[int], seconds: dict[str, list[float]], memory: dict[str, 
     """Two log-log panels: fwd+bwd time and peak memory against T, one line per mixer."""
     from matplotlib.figure import Figure  # Agg, no display
 
+    from matplotlib import colormaps
+
     fig = Figure(figsize=(10, 4.2), dpi=100, layout="constrained")
     time_ax, memory_ax = fig.subplots(1, 2)
-    for name in seconds:
-        time_ax.loglog(lengths, [s * 1e3 for s in seconds[name]], marker="o", label=name, base=2)
+    colours = colormaps["tab20"].colors  # more mixers than the default cycle's 10 colours: no two lines alike
+    for i, name in enumerate(seconds):
+        style = {"color": colours[(2 * i) % 20 + (i >= 10)], "marker": "os^vD<>ph*"[i % 10],
+                 "linestyle": "-" if i < 10 else "--", "label": name, "base": 2}
+        time_ax.loglog(lengths, [s * 1e3 for s in seconds[name]], **style)
         points = [(t, m) for t, m in zip(lengths, memory[name], strict=True) if m is not None and m > 0]
         if points:
-            memory_ax.loglog(*zip(*points, strict=True), marker="o", label=name, base=2)
+            memory_ax.loglog(*zip(*points, strict=True), **style)
     for ax, label in ((time_ax, "forward+backward, ms"), (memory_ax, "peak memory, MiB")):
         ax.set_xlabel("sequence length T")
         ax.set_ylabel(label)
         ax.set_xticks(lengths, labels=[str(t) for t in lengths])
         ax.grid(alpha=0.3, which="both")
-        ax.legend()
+        ax.legend(fontsize=8, ncols=2)
     time_ax.set_title("time (log-log: the slope is the growth exponent)", fontsize=10)
     memory_ax.set_title("peak memory of one forward+backward", fontsize=10)
     fig.savefig(path)
