@@ -59,6 +59,23 @@ def check_causal_only(variant: str, cls: Any, causal: object) -> None:
             reason=CAUSAL_ONLY_REASON)
 
 
+def accepts_smeared_keys(variant: Any) -> bool:
+    """Smeared keys mix each learned key with the one before it: a variant needs learned keys (``projects``) on the
+    queries' own sequence, where "one position earlier" means something."""
+    return variant.projects and not variant.takes_source
+
+
+def check_smeared_keys(variant: str, cls: Any, smeared_keys: object, accepting_variants: Iterable[str]) -> None:
+    check_flag("smeared_keys", smeared_keys)
+    if smeared_keys and not accepts_smeared_keys(cls):
+        why = ("its keys come from another sequence" if cls.takes_source
+               else "it has no learned keys for a query to score")
+        raise AttentionArgumentError(
+            "smeared_keys", smeared_keys, f"False for '{variant}'",
+            f"smeared_keys=True is not possible for '{variant}': {why}; it is for {either(accepting_variants)}",
+            reason=why)
+
+
 def check_positive_int(argument: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise AttentionArgumentError(argument, value, "a positive integer")
