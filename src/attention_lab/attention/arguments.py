@@ -68,12 +68,10 @@ def accepts_smeared_keys(variant: Any) -> bool:
 def check_smeared_keys(variant: str, cls: Any, smeared_keys: object, accepting_variants: Iterable[str]) -> None:
     check_flag("smeared_keys", smeared_keys)
     if smeared_keys and not accepts_smeared_keys(cls):
-        why = ("its keys come from another sequence" if cls.takes_source
-               else "it has no learned keys for a query to score")
-        raise AttentionArgumentError(
-            "smeared_keys", smeared_keys, f"False for '{variant}'",
-            f"smeared_keys=True is not possible for '{variant}': {why}; it is for {either(accepting_variants)}",
-            reason=why)
+        why = "takes its keys from another sequence" if cls.takes_source else "has no learned keys for a query to score"
+        allowed = f"false: '{variant}' {why}; smeared keys are for {either(accepting_variants)}"
+        raise AttentionArgumentError("smeared_keys", smeared_keys, allowed,
+                                     f"smeared_keys must be False for '{variant}': it {why}")
 
 
 def check_positive_int(argument: str, value: object) -> None:
