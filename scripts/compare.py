@@ -33,6 +33,8 @@ the same run (`-m model=self,multihead heads=1,2`: self has one head), and write
                 many values had a result (Zoology reports the best of four learning rates per cell)
   formation.png with --plot: loss, best previous-token and best induction score against the step, one line
                 per seed, each run's formation step marked (runs that recorded their history: induction_formation)
+  loss_by_index.png  with --plot: each job's validation loss by target index over training, a step x index
+                heatmap per job (Olsson et al.'s picture), where the jobs recorded it
 Everything comes from what the sweep wrote: sweep_summary.json, each job's run_info.json,
 metrics.json and .hydra/ files, and Hydra's multirun.yaml. Status: as recorded (ok, failed,
 interrupted, running); ok when metrics.json exists; failed when a running job's process is gone;
@@ -117,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
             from attention_lab.review.formation_plot import formation_figure
 
             paths["formation"] = written(out / "formation.png", lambda tmp: formation_figure(sweep, tmp))
+            from attention_lab.review.loss_by_index_figure import loss_by_index_figure, recorded
+
+            if any(recorded(job) for job in sweep.jobs):
+                paths["loss_by_index"] = written(out / "loss_by_index.png",
+                                                 lambda tmp: loss_by_index_figure(sweep, tmp))
     except ReviewError as err:
         print(printable(f"error: {err}"), file=sys.stderr)
         return 1

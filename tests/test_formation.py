@@ -1,10 +1,9 @@
-"""Induction heads forming: the in-context score, the formation record of a run, and the picture and the heads
+"""Induction heads forming: the formation record of a run, and the picture and the heads
 table that compare.py draws from a sweep."""
 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,20 +13,9 @@ import torch
 from PIL import Image
 
 from attention_lab.callbacks.induction_formation import InductionFormation, loss_drop_step
-from attention_lab.lit_module import in_context_gain
 from conftest import ROOT, run_script, run_train
 
 COMPARE = ROOT / "scripts" / "compare.py"
-
-
-def test_in_context_gain_by_hand():
-    # One induction input: the sequence 5 6 7 and its repeat; targets 6 and 7 at positions 3 and 4.
-    targets = torch.tensor([[0, 0, 0, 6, 7, 0]])
-    token_loss = torch.tensor([[0.0, 0.0, 0.0, 0.25, 0.5, 0.0]])
-    total, count = in_context_gain(token_loss, targets)
-    # Two words are left before target 6 (6 and 7), one before target 7: log 2 - 0.25 + log 1 - 0.5.
-    assert count == 2
-    assert float(total) == pytest.approx(math.log(2) - 0.25 - 0.5)
 
 
 def fake_trainer(step: int, metrics: dict[str, float], fn: str = "fit"):
@@ -76,6 +64,9 @@ def test_a_formation_run_records_its_history(formation_sweep: Path):
     assert history["step"] == list(range(10, 61, 10))
     assert len(history["val/loss"]) == len(history["induction"]) == 6
     assert "val/in_context_score" in metrics and "formation_step" in metrics and metrics["loss_drop_step"] in history["step"]
+    # The loss at each target index, per validation: the repeat of 3..8 words has 2..7 targets.
+    assert len(history["loss_by_index"]) == 6 and all(len(row) == 7 for row in history["loss_by_index"])
+    assert history["loss_by_index"][-1] == pytest.approx([metrics[f"val/loss_by_index/{i}"] for i in range(7)], rel=1e-5)
 
 
 def test_compare_plots_the_formation_and_writes_the_heads_table(formation_sweep: Path, tmp_path: Path):
@@ -84,6 +75,8 @@ def test_compare_plots_the_formation_and_writes_the_heads_table(formation_sweep:
     assert proc.returncode == 0, proc.stderr
     with Image.open(tmp_path / "formation.png") as image:
         assert image.size[0] > 500 and image.size[1] > 500
+    with Image.open(tmp_path / "loss_by_index.png") as image:  # one heatmap per seed
+        assert image.size[0] > 400 and image.size[1] > 200
     table = (tmp_path / "heads.md").read_text()
     assert "| layers=2 seed=0,1" not in table  # seeds are grouped, not listed as configurations
     assert "#1 by previous_token" in table and "#1 by induction" in table and "(n=2)" in table

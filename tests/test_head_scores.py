@@ -218,7 +218,7 @@ def test_the_module_logs_the_scores_of_the_first_validation_batch(tmp_path, mode
         assert logged == {}
         return
     heads = module.config.num_heads
-    kinds = ("previous_token", "self", "induction", "duplicate_token", "reverse", "first_token")
+    kinds = ("previous_token", "self", "induction", "duplicate_token", "reverse", "first_token", "prefix_matching")
     assert set(logged) == {f"head_score/{kind}/layer{layer}/head{h}" for kind in kinds
                            for layer in range(2) for h in range(heads)}
     # The first batch (256 of the 300 examples), not the whole set: the scores of a forward pass over it.

@@ -168,7 +168,8 @@ def test_events_hold_an_attention_map_for_every_layer_and_head(events, solved_cf
     head_scores = {f"head_score/{kind}" for kind in HEAD_SCORE_KINDS}
     # ... and one per ablation, measured at the end of training.
     ablations = {f"ablation/{how}/{metric}" for how in ("zero", "mean") for metric in ("loss", "token_acc")}
-    assert set(events.Tags()["images"]) == expected | head_scores | ablations
+    # ... and the validation loss by target index over training (one step x index heatmap).
+    assert set(events.Tags()["images"]) == expected | head_scores | ablations | {"val/loss_by_index"}
     for tag in expected:
         images = events.Images(tag)
         steps = [image.step for image in images]

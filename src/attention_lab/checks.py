@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -19,6 +19,7 @@ from attention_lab.attention.arguments import (
     CAUSAL_ONLY_REASON,
     accepts_bidirectional,
     accepts_causal,
+    accepts_smeared_keys,
     check_dropout,
     check_heads_divide,
     check_kv_heads,
@@ -27,6 +28,7 @@ from attention_lab.attention.arguments import (
     check_rejected,
     check_rope_head_dim,
     check_single_head,
+    check_smeared_keys,
     check_window,
 )
 from attention_lab.attention.declared import VariantFacts, declared_variants
@@ -103,21 +105,21 @@ def layer_variants(cfg: DictConfig, variant: VariantFacts) -> list[tuple[str, Va
 
 
 class NamesWhere:
-    """The variants that declare ``fact`` true, read when an error message lists them (reading every variant's
-    source costs more than the checks themselves)."""
+    """The variants that declare ``fact`` true (or for which a rule, ``fact(variant)``, holds), read when an error
+    message lists them (reading every variant's source costs more than the checks themselves)."""
 
-    def __init__(self, fact: str) -> None:
-        self.fact = fact
+    def __init__(self, fact: str | Callable[[VariantFacts], bool]) -> None:
+        self.holds = fact if callable(fact) else lambda variant: getattr(variant, fact)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(name for name, variant in declared_variants().items() if getattr(variant, self.fact)))
+        return iter(sorted(name for name, variant in declared_variants().items() if self.holds(variant)))
 
 
 def variant_error(err: AttentionArgumentError, variant: VariantFacts, setting: str = "", who: str = "") -> ConfigError:
     """An attention rule's error as one line, under the setting's name as the user writes it (``who``: the
     variant as the user chose it, ``model=<name>`` or a hybrid stack's ``mixers[<layer>]=<name>``)."""
     setting = setting or setting_name(err.argument)
-    shown = "null" if err.value is None else err.value
+    shown = "null" if err.value is None else str(err.value).lower() if isinstance(err.value, bool) else err.value
     reason = f" ({err.reason})" if err.reason else ""
     return ConfigError(f"{setting}={shown} is invalid for {who or f'model={variant.name}'}: it must be "
                        f"{err.allowed}{reason}")
@@ -239,6 +241,7 @@ def check_model(cfg: DictConfig, variant: VariantFacts, who: str = "") -> None:
         check_rope_head_dim(name, position, d_model // num_heads)  # every variant's head is d_model / heads wide
         check_window(model.window)
         check_rejected(name, variant, window=model.window, dropout=model.dropout)
+        check_smeared_keys(name, variant, bool(model.get("smeared_keys")), NamesWhere(accepts_smeared_keys))
     except AttentionArgumentError as err:
         raise variant_error(err, variant, who=who) from err
     if not own:

@@ -69,6 +69,7 @@ class ModelConfig:
     mask: Mask = Mask.padding
     window: int | None = None  # None: every key; w: only keys less than w positions away
     position: Position = Position.learned
+    smeared_keys: bool = False  # each key mixed with the previous one, a learned share per head (Olsson et al.)
     block: BlockConfig = field(default_factory=lambda: BlockConfig(name="transformer"))
     dropout: float = 0.0
     qkv_bias: bool = False
@@ -152,6 +153,7 @@ class TrainConfig:
     mask: Mask = Mask.padding
     window: int | None = None
     position: Position = Position.learned
+    smeared_keys: bool = False
     mixers: list[str] | None = None
     device: Device = Device.auto
     seed: int = 0
@@ -174,7 +176,7 @@ class TrainConfig:
 # In configs/, the model's fields follow the top-level knobs: model field -> the knob that sets it.
 KNOB_OF_FIELD = {"d_model": "d_model", "num_heads": "heads", "layers": "layers", "kv_heads": "kv_heads",
                  "mask": "mask", "window": "window", "position": "position", "block": "block",
-                 "mixers": "mixers"}
+                 "mixers": "mixers", "smeared_keys": "smeared_keys"}
 # `heads` sets model.num_heads of a variant with several heads; a single-head variant's is 1 (its class says so).
 FROM_KNOBS = {**{field_name: f"${{{knob}}}" for field_name, knob in KNOB_OF_FIELD.items()},
               "num_heads": "${lab.num_heads:${.name},${heads},${mixers}}"}

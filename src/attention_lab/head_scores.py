@@ -14,6 +14,10 @@ pattern names; it lies in 0..1 (1: the head always attends there and nowhere els
   anti-diagonal that a head of a model trained on ``task=reverse`` draws.
 - ``first_token``: from every real position t to position 0 (the first token, ``<bos>`` with ``task.bos=true``):
   how much a head uses the first token as an attention sink (Xiao et al. 2023).
+- ``prefix_matching``: Olsson et al.'s (2022) prefix-matching score, the ``induction`` pattern measured not on the
+  validation batch but on a fixed probe that no task chose: random distinct words of the vocabulary, repeated
+  twice (:mod:`attention_lab.prefix_matching`). ``induction`` asks whether the head reads the earlier copy in the
+  task's own inputs; ``prefix_matching`` whether it does so on any repeated words.
 
 :data:`DETECTORS` is the one definition of the kinds: :data:`HEAD_SCORE_KINDS` and everything that names a kind
 (tags, config checks, ``compare.py``) derive from it, so a new kind is one function and one entry here. No torch
@@ -113,12 +117,17 @@ DETECTORS: Mapping[str, Detector] = MappingProxyType({
     "duplicate_token": duplicate_token_score,
     "reverse": reverse_score,
     "first_token": first_token_score,
+    "prefix_matching": induction_score,
 })
 HEAD_SCORE_KINDS: tuple[str, ...] = tuple(DETECTORS)
+# The kinds measured on the repeated random probe (attention_lab.prefix_matching), not on the validation batch.
+PROBE_KINDS: frozenset[str] = frozenset({"prefix_matching"})
+BATCH_KINDS: tuple[str, ...] = tuple(kind for kind in HEAD_SCORE_KINDS if kind not in PROBE_KINDS)
 
 
-def head_scores(weights: Tensor, tokens: Tensor, real: Tensor) -> dict[str, Tensor]:
-    """Every kind that has a score for this batch: kind -> (H,)."""
+def head_scores(weights: Tensor, tokens: Tensor, real: Tensor,
+                kinds: tuple[str, ...] = BATCH_KINDS) -> dict[str, Tensor]:
+    """Every kind of ``kinds`` that has a score for this input: kind -> (H,)."""
     weights = weights.float()
-    scores = {kind: detect(weights, tokens, real) for kind, detect in DETECTORS.items()}
+    scores = {kind: DETECTORS[kind](weights, tokens, real) for kind in kinds}
     return {kind: value for kind, value in scores.items() if value is not None}

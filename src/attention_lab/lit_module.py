@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import lightning as L
@@ -15,8 +16,11 @@ from attention_lab.attention.hooks import capture
 from attention_lab.config import Mask, ModelConfig
 from attention_lab.data.corpus import PAD_ID, UNK_ID
 from attention_lab.head_metrics import ENTROPY, score_name, tag
-from attention_lab.head_scores import head_scores
+from attention_lab.head_scores import PROBE_KINDS, head_scores
+from attention_lab.index_tags import index_tag
+from attention_lab.loss_by_index import LossByIndex, late_minus_early
 from attention_lab.model import SequenceModel
+from attention_lab.prefix_matching import repeated_random_words
 
 
 def attention_entropy(weights: Tensor, query_mask: Tensor) -> Tensor:
@@ -25,17 +29,6 @@ def attention_entropy(weights: Tensor, query_mask: Tensor) -> Tensor:
     row_entropy = -(weights * weights.clamp_min(1e-12).log()).sum(-1)  # (B, H, T)
     mask = query_mask[:, None, :].to(row_entropy.dtype)  # (B, 1, T)
     return (row_entropy * mask).sum((0, 2)) / mask.sum((0, 2)).clamp_min(1)
-
-
-def in_context_gain(token_loss: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-    """task=induction: per target of the repeat, log(words of the sequence not yet repeated) - the token's loss,
-    summed, and the number of targets: (sum, count). A guesser that knows which words are left but not their order
-    scores 0; only reading the order (the earlier copy) scores above it. Row t of the repeat has as many words left
-    as it has real targets from t to its end."""
-    real = targets != PAD_ID
-    left = real.flip(1).cumsum(1).flip(1).clamp_min(1)  # (B, T): real targets from here to the end of the row
-    gain = (left.to(token_loss.dtype).log() - token_loss) * real
-    return gain.sum(), real.sum()
 
 
 class AttentionLitModule(L.LightningModule):
@@ -57,8 +50,12 @@ class AttentionLitModule(L.LightningModule):
         # The second validation set (task.ood_min_len..task.ood_max_len), when the datamodule gives one.
         self.ood_token_acc = MulticlassAccuracy(len(self.vocab), average="micro", ignore_index=PAD_ID)
         self.ood_seq_acc = MeanMetric()
-        # task=induction: how much the model gains from the order of the earlier copy (val/in_context_score).
+        # Olsson et al.'s instruments (attention_lab.loss_by_index): the loss at each target index of the
+        # validation set (val/loss_by_index/<i>) and, for task=induction, loss at the last target of each sequence
+        # minus at its first (val/in_context_score).
+        self.loss_by_index = LossByIndex(self.config.context_length)
         self.in_context = MeanMetric() if task_name == "induction" else None
+        self.prefix_probe = repeated_random_words(self.vocab, self.config.context_length)  # (R, T): words, twice
 
     def forward(self, tokens: Tensor) -> Tensor:
         padding = tokens == PAD_ID if self.padding_mask else None
@@ -111,25 +108,45 @@ class AttentionLitModule(L.LightningModule):
                  add_dataloader_idx=False)
         if first:
             self.log_attention_measures(inputs, cache.layers("weights"))
-        if self.in_context is not None and dataloader_idx == 0:
+        if dataloader_idx == 0:
             token_loss = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD_ID, reduction="none")
-            total, count = in_context_gain(token_loss, targets)
-            self.in_context.update(total / count.clamp_min(1), weight=count)
-            self.log("val/in_context_score", self.in_context, on_epoch=True, add_dataloader_idx=False)
+            self.loss_by_index.update(token_loss, targets)
+            if self.in_context is not None:
+                total, count = late_minus_early(token_loss, targets)
+                self.in_context.update(total / count.clamp_min(1), weight=count)
+                self.log("val/in_context_score", self.in_context, on_epoch=True, add_dataloader_idx=False)
+
+    def on_validation_epoch_end(self) -> None:
+        """val/loss_by_index/<i> for every target index the validation set has (summed over the whole set)."""
+        for index, value in enumerate(self.loss_by_index.compute().tolist()):
+            if not math.isnan(value):  # NaN: no target had this index
+                self.log(index_tag(index), value, add_dataloader_idx=False)
+        self.loss_by_index.reset()
 
     def log_attention_measures(self, inputs: Tensor, weights: list[Tensor]) -> None:
-        """Entropy of every head and, for models whose queries are the input's positions, its head scores."""
+        """Entropy of every head and, for models whose queries are the input's positions, its head scores: on the
+        batch, and prefix matching on the repeated random probe."""
         real = inputs != PAD_ID
+        probe_weights = [] if self.model.encoder_decoder else self.probe_weights()
         for layer, w in enumerate(weights):
             for head, value in enumerate(attention_entropy(w, real)):
                 self.log(tag(ENTROPY, layer, head), value, on_epoch=True, sync_dist=True,
                          add_dataloader_idx=False)
             if self.model.encoder_decoder:  # rows are output slots, not input positions: no pattern applies
                 continue
-            for kind, scores in head_scores(w, inputs, real).items():
-                for head, value in enumerate(scores):
+            scores = {**head_scores(w, inputs, real),
+                      **head_scores(probe_weights[layer], self.prefix_probe, self.prefix_probe != PAD_ID, PROBE_KINDS)}
+            for kind, values in scores.items():
+                for head, value in enumerate(values):
                     self.log(score_name(kind, layer, head), value, on_epoch=True, sync_dist=True,
                              add_dataloader_idx=False)
+
+    def probe_weights(self) -> list[Tensor]:
+        """Every layer's attention on the repeated random probe (attention_lab.prefix_matching): (R, H, T, T)."""
+        self.prefix_probe = self.prefix_probe.to(self.device)
+        with capture(self.model, points=("weights",)) as cache:
+            self(self.prefix_probe)
+        return cache.layers("weights")
 
     @torch.no_grad()
     def predict_words(self, words_batch: list[list[str]]) -> tuple[list[list[str]], list[Tensor]]:

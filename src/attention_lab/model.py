@@ -51,7 +51,7 @@ def block_attention(config: ModelConfig, variant: str, num_heads: int, layer: in
         variant, d_in=config.d_model, d_out=ATTENTION_REGISTRY[variant].d_out_for(config.d_model, num_heads),
         num_heads=num_heads, kv_heads=layer_kv_heads(config, variant),
         qkv_bias=config.qkv_bias, dropout=config.dropout, causal=Mask(config.mask) is Mask.causal,
-        window=config.window, position=position.value, **options,
+        window=config.window, position=position.value, smeared_keys=config.smeared_keys, **options,
     )
 
 

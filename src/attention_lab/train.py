@@ -33,6 +33,7 @@ from attention_lab.config import Mask, Position
 from attention_lab.data.probe import example_text
 from attention_lab.epochs_from_steps import epochs_for_steps
 from attention_lab.errors import TrainingInterrupted
+from attention_lab.index_tags import is_index_tag
 from attention_lab.run import startup_gc
 from attention_lab.run.context import RunContext
 from attention_lab.run.device import resolve_accelerator
@@ -101,7 +102,8 @@ def hparams_metrics(metrics: dict[str, Any], optimized_metric: str) -> dict[str,
     """TensorBoard's HParams metrics (``hp/<metric>``, "/" as "_"): the final validation metrics, the run's
     ``optimized_metric`` (e.g. a preset's ``head_score/...``) and ``steps_to_solve``; one never measured (a run that
     never solved) is left out, not given a placeholder."""
-    shown = [key for key in metrics if key.startswith(("val/", "ood/"))] + [optimized_metric, "steps_to_solve"]
+    shown = [key for key in metrics if key.startswith(("val/", "ood/")) and not is_index_tag(key)]
+    shown += [optimized_metric, "steps_to_solve"]
     return {f"hp/{key.replace('/', '_')}": metrics[key] for key in dict.fromkeys(shown)
             if isinstance(metrics.get(key), (int, float))}
 
@@ -113,7 +115,8 @@ TABLE_STEPS = {"global_step": "-", "steps_to_solve": "not solved", "formation_st
 def metrics_table(metrics: dict[str, Any]) -> str:
     """The final metrics as a small aligned table (entropies and hparams stay in metrics.json): the metrics to 4
     decimals, the steps as whole numbers."""
-    shown = {k: v for k, v in metrics.items() if k.startswith(("val/", "ood/")) or k in (*TABLE_STEPS, "params")}
+    shown = {k: v for k, v in metrics.items()
+             if k.startswith(("val/", "ood/")) and not is_index_tag(k) or k in (*TABLE_STEPS, "params")}
     width = max(map(len, shown))
 
     def cell(key: str, value: Any) -> str:

@@ -59,6 +59,21 @@ def check_causal_only(variant: str, cls: Any, causal: object) -> None:
             reason=CAUSAL_ONLY_REASON)
 
 
+def accepts_smeared_keys(variant: Any) -> bool:
+    """Smeared keys mix each learned key with the one before it: a variant needs learned keys (``projects``) on the
+    queries' own sequence, where "one position earlier" means something."""
+    return variant.projects and not variant.takes_source
+
+
+def check_smeared_keys(variant: str, cls: Any, smeared_keys: object, accepting_variants: Iterable[str]) -> None:
+    check_flag("smeared_keys", smeared_keys)
+    if smeared_keys and not accepts_smeared_keys(cls):
+        why = "takes its keys from another sequence" if cls.takes_source else "has no learned keys for a query to score"
+        allowed = f"false: '{variant}' {why}; smeared keys are for {either(accepting_variants)}"
+        raise AttentionArgumentError("smeared_keys", smeared_keys, allowed,
+                                     f"smeared_keys must be False for '{variant}': it {why}")
+
+
 def check_positive_int(argument: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise AttentionArgumentError(argument, value, "a positive integer")

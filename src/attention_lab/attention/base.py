@@ -13,6 +13,7 @@ from attention_lab.attention.hooks import HookPoint
 from attention_lab.attention.masks import padding_to_attn_mask
 from attention_lab.attention.positions import INSIDE_ATTENTION
 from attention_lab.attention.rope import apply_rope
+from attention_lab.attention.smeared_keys import SmearedKeys
 
 
 def check_key_padding_mask(key_padding_mask: Tensor, source: Tensor) -> None:
@@ -69,7 +70,8 @@ class AttentionModule(nn.Module):
         return d_model
 
     def __init__(self, *, num_heads: int = 1, kv_heads: int | None = None, causal: bool = False,
-                 dropout: float = 0.0, window: int | None = None, position: str | None = None) -> None:
+                 dropout: float = 0.0, window: int | None = None, position: str | None = None,
+                 smeared_keys: bool = False) -> None:
         super().__init__()
         self.num_heads = num_heads
         self.kv_heads = num_heads if kv_heads is None else kv_heads
@@ -80,6 +82,9 @@ class AttentionModule(nn.Module):
         self.position = position if position in INSIDE_ATTENTION else None
         # What capture() and intervene() see and change (attention_lab.attention.hooks); no parameters.
         self.hook_scores, self.hook_weights, self.hook_head_output = HookPoint(), HookPoint(), HookPoint()
+        # Each key mixed with the previous one (Olsson et al.'s smeared keys); build_attention admits it only for
+        # variants with learned keys on the queries' own sequence (arguments.accepts_smeared_keys).
+        self.smeared_keys = SmearedKeys(self.kv_heads) if smeared_keys else None
 
     @property
     def weights_hooked(self) -> bool:
@@ -160,6 +165,8 @@ class AttentionModule(nn.Module):
             check_key_padding_mask(key_padding_mask, source)
 
         q, k, v = self.project(x, source)  # (B, H, T_q, d_k), (B, H_kv, T_k, d_k), (B, H_kv, T_k, d_v)
+        if self.smeared_keys is not None:  # before rope: the smeared key is rotated as the key of position j
+            k = self.smeared_keys(k)
         if self.position == "rope":
             q, k = apply_rope(q, k)  # per head, after the projection
         context, weights = self.attend(q, k, v, padding_to_attn_mask(key_padding_mask), need_weights)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from attention_lab.attention.arguments import (
+    accepts_smeared_keys,
     check_causal_only,
     check_dropout,
     check_flag,
@@ -15,6 +16,7 @@ from attention_lab.attention.arguments import (
     check_positive_int,
     check_rejected,
     check_rope_head_dim,
+    check_smeared_keys,
     check_window,
 )
 from attention_lab.attention.base import AttentionModule
@@ -51,6 +53,7 @@ def build_attention(
     causal: bool = False,
     window: int | None = None,
     position: str | None = None,
+    smeared_keys: bool = False,
     **options,
 ) -> AttentionModule:
     """Build the attention variant registered as ``name``.
@@ -61,6 +64,7 @@ def build_attention(
     ``window`` limits each query to the keys less than ``window`` positions away.
     ``position`` "rope" rotates queries and keys, "alibi" biases the scores by distance; None, "none",
     "learned" and "sinusoidal" add nothing here (the last two act on the embeddings).
+    ``smeared_keys`` mixes each key with the previous one, with a learned share per head (Olsson et al. 2022).
     ``options`` go to the variant (e.g. ``normalize="sum"`` for ``simple``).
     Every rejected argument raises an :class:`AttentionArgumentError` naming it.
     """
@@ -84,9 +88,11 @@ def build_attention(
     check_rejected(name, cls, window=window, dropout=dropout)
     check_options(name, cls, options)
     check_causal_only(name, cls, causal)
+    check_smeared_keys(name, cls, smeared_keys, sorted(n for n, c in ATTENTION_REGISTRY.items()
+                                                       if accepts_smeared_keys(c)))
     module = cls(
         d_in, d_out, num_heads=num_heads, kv_heads=kv_heads, d_v=d_v, qkv_bias=qkv_bias,
-        dropout=dropout, causal=causal, window=window, position=position, **options,
+        dropout=dropout, causal=causal, window=window, position=position, smeared_keys=smeared_keys, **options,
     )
     check_rope_head_dim(name, position, module.head_dim)
     return module

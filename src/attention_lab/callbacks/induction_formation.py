@@ -1,5 +1,5 @@
-"""When the induction heads form: at every validation during training, the loss, the in-context score and the best
-head scores are kept; at the end the run records
+"""When the induction heads form: at every validation during training, the loss, the in-context score, the best
+head scores and the loss at each target index (a list, index 0 first) are kept; at the end the run records
 
 - ``formation_step``: the first validation at which a head above the first layer scores ``threshold`` or more on
   the induction detector (an induction head needs a previous-token head below it to read from; a one-layer model
@@ -17,9 +17,11 @@ import lightning as L
 
 from attention_lab.callbacks.run_record import RunRecord
 from attention_lab.head_metrics import HeadMetric, score_family
+from attention_lab.index_tags import by_index
 
 THRESHOLD = 0.5
-SERIES = ("step", "val/loss", "val/in_context_score", "previous_token", "induction", "induction_later_layers")
+SERIES = ("step", "val/loss", "val/in_context_score", "previous_token", "induction", "induction_later_layers",
+          "loss_by_index")
 
 
 def best_scores(metrics: dict[str, float], kind: str, min_layer: int = 0) -> float | None:
@@ -52,7 +54,8 @@ class InductionFormation(RunRecord):
                "val/in_context_score": metrics.get("val/in_context_score"),
                "previous_token": best_scores(metrics, "previous_token"),
                "induction": best_scores(metrics, "induction"),
-               "induction_later_layers": best_scores(metrics, "induction", min_layer=1)}
+               "induction_later_layers": best_scores(metrics, "induction", min_layer=1),
+               "loss_by_index": by_index(metrics)}
         for name in SERIES:
             self.history[name].append(row[name])
 

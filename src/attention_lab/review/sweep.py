@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from attention_lab.head_metrics import HeadMetric
+from attention_lab.index_tags import is_index_tag
 from attention_lab.review.cli import ReviewError
 from attention_lab.review.folds import Folded, load_folds
 from attention_lab.review.records import (
@@ -343,7 +344,7 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
     hydra = mapping(multirun, "hydra", sweep_dir / MULTIRUN_RECORD, unreadable)
     direction = direction_of(hydra, metric, sweep_dir / MULTIRUN_RECORD, unreadable)
     # val/*, then ood/*; a head score only when asked for (--metric head_score/induction/max): tables stay narrow.
-    names = sorted({k for j in jobs for k in j.metrics if k.startswith(("val/", "ood/"))},
+    names = sorted({k for j in jobs for k in j.metrics if k.startswith(("val/", "ood/")) and not is_index_tag(k)},
                    key=lambda k: (k.startswith("ood/"), k))
     names += [k for k in FORMATION_STEPS if any(k in j.metrics for j in jobs)]
     measured = metric in names or any(metric in j.metrics for j in jobs)
