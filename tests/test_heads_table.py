@@ -41,7 +41,7 @@ def sweep_of(tmp_path):
 def test_a_tie_for_the_largest_cost_is_reported_as_a_tie(tmp_path):
     rows = ranked_rows(sweep_of(tmp_path), ["induction"])
     top = next(row for row in rows if row.layer == 1 and row.rank == 1)
-    zero, patching = top.agreements["zero ablation"], top.agreements["patching"]
+    zero, patching = top.agreements["most needed (zero ablation)"], top.agreements["restores most (patching)"]
     assert (zero.agree, zero.seeds, zero.ties) == (1, 3, ["seed 1: h0, h2"])
     assert (patching.agree, patching.seeds, patching.ties) == (3, 3, [])
     # the rank-1 head of each seed: h1, h0, h2

@@ -19,8 +19,9 @@ from attention_lab.review.cli import ReviewError
 from attention_lab.review.sweep import Job, Sweep, mean_std, seed_groups, seed_of
 
 DROPS = (("zero", "token_acc"), ("mean", "token_acc"), ("zero", "loss"), ("mean", "loss"))
-# What the top-ranked head is compared with: the family whose largest value marks the head the model needs most.
-NEEDED = {"zero ablation": ablation_family("zero", "token_acc"), "patching": PATCHING}
+# What the top-ranked head is compared with (the last columns' headers): the family whose largest value marks the
+# head the model needs most.
+NEEDED = {"most needed (zero ablation)": ablation_family("zero", "token_acc"), "restores most (patching)": PATCHING}
 
 
 @dataclass
@@ -137,7 +138,7 @@ def heads_markdown(sweep: Sweep, ranking: list[str]) -> str:
     header = ["configuration", "layer", "head", *[f"{kind} score" for kind in score_kinds(ranking)],
               *[f"{how}: {'token acc drop (points)' if metric == 'token_acc' else 'loss increase'}"
                 for how, metric in DROPS], "patching: logit diff restored",
-              *[f"top head = most needed ({name})" for name in NEEDED]]
+              *[f"top head = {name}" for name in NEEDED]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in ranked_rows(sweep, ranking):
         head = "all" if row.rank is None else f"#{row.rank} by {row.ranked_by}"

@@ -13,8 +13,15 @@ from collections.abc import Sequence
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
-from attention_lab.data.tasks.base import (Pairs, Task, check_ood_range, corpus_words, distinct_examples, register_task,
-                                          values_passed_on)
+from attention_lab.data.tasks.base import (
+    Pairs,
+    Task,
+    check_ood_range,
+    corpus_words,
+    distinct_examples,
+    register_task,
+    values_passed_on,
+)
 from attention_lab.errors import ConfigError
 
 
