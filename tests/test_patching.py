@@ -198,3 +198,24 @@ def test_the_patching_knobs_are_checked():
 def test_nan_where_the_corruption_changes_nothing():
     from attention_lab.patching import restored
     assert math.isnan(restored(1.0, 2.0, 2.0)) and restored(1.5, 2.0, 1.0) == 0.5
+
+
+@pytest.mark.parametrize("every_validation", [False, True])
+def test_the_callback_patches_at_the_final_validation_and_with_the_knob_at_every_one(every_validation):
+    import lightning as L
+
+    cfg = compose_config(["task=induction", "mask=causal", "task.train_size=256", "task.val_size=32"])
+    torch.manual_seed(0)
+    datamodule = instantiate(cfg.data)
+    module = instantiate(cfg.module, vocab=datamodule.vocab.itos)
+    callback = ActivationPatching(cfg.task, every_validation=every_validation)
+    trainer = L.Trainer(max_steps=4, val_check_interval=2, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+                        num_sanity_val_steps=0, callbacks=[callback])
+    trainer.fit(module, datamodule=datamodule)
+    during_fit = {name for name in trainer.callback_metrics if name.startswith("patching/")}
+    assert bool(during_fit) == every_validation and callback.record() == {}
+    trainer.validate(module, datamodule=datamodule)
+    final = callback.record()
+    assert set(final) == {tag(PATCHING, layer, head) for layer in range(2) for head in [*range(4), None]}
+    assert final == pytest.approx(patch_heads(module, list(datamodule.val_dataloader()), build_task("induction")))
