@@ -19,7 +19,7 @@ from attention_lab.data.corpus import BOS_ID, PAD_ID
 from attention_lab.data.tasks import TASK_REGISTRY, build_task
 from attention_lab.errors import ConfigError
 from attention_lab.head_metrics import PATCHING, tag
-from attention_lab.patching import corrupt_batch, patch_heads
+from attention_lab.patching import corrupt_batch, patch_heads, restored
 from conftest import compose_config
 from test_ablation import trained_induction_module
 
@@ -51,7 +51,8 @@ def test_induction_reverses_the_first_copy_and_nothing_else(bos):
         words, changed = real(row, bos), real(bad, bos)
         k = len(words) // 2
         assert changed == words[:k][::-1] + words[k:]
-        assert bad[0] == row[0] == BOS_ID if bos else True  # the <bos> stays where it was
+        if bos:
+            assert bad[0] == row[0] == BOS_ID  # the <bos> stays where it was
         # The reference: the word after the current word's first occurrence in the corrupted input.
         for t, target in enumerate(want):
             if target == PAD_ID:
@@ -196,7 +197,6 @@ def test_the_patching_knobs_are_checked():
 
 
 def test_nan_where_the_corruption_changes_nothing():
-    from attention_lab.patching import restored
     assert math.isnan(restored(1.0, 2.0, 2.0)) and restored(1.5, 2.0, 1.0) == 0.5
 
 

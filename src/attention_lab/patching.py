@@ -68,6 +68,7 @@ def patched_layers(module) -> list[int]:
 
 
 def restored(patched: float, clean: float, corrupted: float) -> float:
+    """(patched - corrupted) / (clean - corrupted); NaN where clean = corrupted (nothing to restore)."""
     gap = clean - corrupted
     return (patched - corrupted) / gap if gap != 0 else math.nan
 
@@ -84,23 +85,25 @@ def patch_heads(module, batches: Iterable[Batch], task: Task, bos: bool = False)
     layers = patched_layers(module)
     names = [head_output_name(layer) for layer in layers]
     # (layer, heads patched, head or None for the whole layer): each head alone, then the whole layer.
-    cases = [(layer, chosen, head) for layer in layers
-             for chosen, head in [*(([h], h) for h in range(module.model.blocks[layer].attention.num_heads)),
-                                  (list(range(module.model.blocks[layer].attention.num_heads)), None)]]
-    sums = {"clean": 0.0, "corrupted": 0.0, **{case: 0.0 for case in range(len(cases))}}
+    cases: list[tuple[int, list[int], int | None]] = []
+    for layer in layers:
+        heads = list(range(module.model.blocks[layer].attention.num_heads))
+        cases += [(layer, [h], h) for h in heads] + [(layer, heads, None)]
+    clean_sum, corrupted_sum, patched_sums = 0.0, 0.0, [0.0] * len(cases)
     was_training = module.training
     module.eval()
     try:
         for inputs, corrupted, targets, implied, mask in patched:
             with capture(module.model, names=names) as cache:
-                sums["clean"] += logit_diff_sum(module(inputs), targets, implied, mask)
-            sums["corrupted"] += logit_diff_sum(module(corrupted), targets, implied, mask)
+                clean_sum += logit_diff_sum(module(inputs), targets, implied, mask)
+            corrupted_sum += logit_diff_sum(module(corrupted), targets, implied, mask)
             for index, (layer, chosen, _) in enumerate(cases):
                 name = head_output_name(layer)
                 with intervene(module.model, {name: replace_heads(cache[name], chosen)}):
-                    sums[index] += logit_diff_sum(module(corrupted), targets, implied, mask)
+                    patched_sums[index] += logit_diff_sum(module(corrupted), targets, implied, mask)
     finally:
         module.train(was_training)
-    return {tag(PATCHING, layer, head): restored(sums[index], sums["clean"], sums["corrupted"])
-            for index, (layer, _, head) in enumerate(cases)}
+    # Sums, not means: every sum runs over the same positions, so their ratio is that of the means.
+    return {tag(PATCHING, layer, head): restored(patched, clean_sum, corrupted_sum)
+            for patched, (layer, _, head) in zip(patched_sums, cases, strict=True)}
 
