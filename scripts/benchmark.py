@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         "A": f"A. Attention kernels: batch {shape.batch}, {shape.tokens} tokens, d={shape.d_model}, "
              f"{shape.heads} heads, causal, float32 ({args.device}); median of {kernel_repeats} rounds",
         "B": f"B. Training throughput: {training}, median of {plan.rounds} runs each",
-        "C": f"C. Attention-map logging overhead and head ablation: {training}, median of {plan.rounds} runs each",
+        "C": f"C. Attention-map logging overhead, head ablation and patching: {training}, median of {plan.rounds} runs each",
         "D": f"D. Start-up and time to result: median of {startup_repeats} rounds; training runs of B/C",
         "E": "E. What replaces attention: causal mixers against the sequence length, batch and width fixed "
              f"(see docs/benchmarks.md); median of {kernel_repeats} rounds",
