@@ -10,7 +10,7 @@ A  attention kernels: ch. 3's efficient-MHA setup (batch 8, 1024 tokens, d=768, 
    plus grouped-query attention, RoPE and ALiBi against hand-written SDPA twins
 B  training throughput: scripts/train.py (Lightning) vs a plain PyTorch loop on the same model
 C  attention-map logging overhead: the same training with the TensorBoard heatmaps on and off; and the head
-   ablation of the final validation, on and off
+   ablation and activation patching of the final validation, on and off
 D  start-up and time to result: --help, config errors, first training step, solving the default task
 E  what replaces attention: fwd+bwd time and peak memory against the sequence length (256..8192) for multihead
    and every multi-head, self-attending variant of the registry (--mixers picks some), growth exponents,
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         "A": f"A. Attention kernels: batch {shape.batch}, {shape.tokens} tokens, d={shape.d_model}, "
              f"{shape.heads} heads, causal, float32 ({args.device}); median of {kernel_repeats} rounds",
         "B": f"B. Training throughput: {training}, median of {plan.rounds} runs each",
-        "C": f"C. Attention-map logging overhead and head ablation: {training}, median of {plan.rounds} runs each",
+        "C": f"C. Attention-map logging overhead, head ablation and patching: {training}, median of {plan.rounds} runs each",
         "D": f"D. Start-up and time to result: median of {startup_repeats} rounds; training runs of B/C",
         "E": "E. What replaces attention: causal mixers against the sequence length, batch and width fixed "
              f"(see docs/benchmarks.md); median of {kernel_repeats} rounds",

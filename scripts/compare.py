@@ -26,8 +26,8 @@ the same run (`-m model=self,multihead heads=1,2`: self has one head), and write
                 on it (all val/seq_acc 1.000), of steps_to_solve, else val/loss, the title saying what tied
   compare_groups.csv   with several seeds per configuration: mean, std and n per configuration
                        (compare.md then has a second section, "Seeds")
-  heads.md      with --heads KIND[,KIND...]: which heads matter, the detector scores and ablation drops of each
-                layer's heads ranked by KIND (one per layer, the last for the rest), mean ± std over seeds
+  heads.md      with --heads KIND[,KIND...]: which heads matter, the detector scores, ablation drops and patching
+                of each layer's heads ranked by KIND (one per layer, the last for the rest), mean ± std over seeds
   compare_best_of.md  with --best-of SETTING (e.g. lr, for experiment=mqar): the setting folded, each cell (the jobs
                 equal but for it and seed) standing as its value with the best mean of --metric, named, with how
                 many values had a result (Zoology reports the best of four learning rates per cell)
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a job without metrics and without writes for this long is 'stale' (default 30)")
     parser.add_argument("--heads", metavar="KIND[,KIND...]",
                         help="also write heads.md: each layer's heads ranked by that head score (one kind per layer, "
-                             "the last for the rest), their scores and ablation drops, mean ± std over seeds")
+                             "the last for the rest), their scores, ablation drops and patching, mean ± std over seeds")
     parser.add_argument("--best-of", metavar="SETTING",
                         help="also write compare_best_of.md: the jobs that differ only in SETTING (and seed) as one "
                              "cell, the value with the best mean of --metric standing for it (e.g. lr)")

@@ -35,10 +35,10 @@ from attention_lab.attention.declared import VariantFacts, declared_variants
 from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.config import ALL_MASKS, Mask, Position, setting_name
 from attention_lab.data.corpus import tokenize
-from attention_lab.data.tasks.base import check_ood_range
+from attention_lab.data.tasks.base import TASK_REGISTRY, check_ood_range
 from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
-from attention_lab.head_metrics import ABLATION_METRICS, ABLATIONS, ENTROPY, HEAD_SCORE_KINDS, HeadMetric
+from attention_lab.head_metrics import ABLATION_METRICS, ABLATIONS, ENTROPY, HEAD_SCORE_KINDS, PATCHING, HeadMetric
 
 VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what the final validation measures
 OOD_METRICS = ("ood/seq_acc", "ood/token_acc", "ood/loss")  # ... on the longer set, when there is one
@@ -55,6 +55,7 @@ def validate(cfg: DictConfig) -> None:
         check_model(cfg, layer_variant, who)
         check_masks(cfg, layer_variant, who)
     check_ablation(cfg, variant)
+    check_patching(cfg)
     check_optimized_metric(cfg, variant)
     check_trainer(cfg)
 
@@ -311,6 +312,24 @@ def check_ablation(cfg: DictConfig, variant: VariantFacts) -> None:
                           "set ablation=null (all) or e.g. ablation=[zero]")
 
 
+def patches(cfg: DictConfig) -> bool:
+    """Whether the run patches activations: ``patching=true`` and a task that declares a corruption."""
+    task = TASK_REGISTRY.get(str(cfg.task.get("name")))
+    return bool(cfg.get("patching", True)) and task is not None and task.has_corruption()
+
+
+def check_patching(cfg: DictConfig) -> None:
+    if cfg.get("patching_every_validation") and not cfg.get("patching", True):
+        raise ConfigError("patching_every_validation=true is invalid with patching=false: no patching to run; "
+                          "set patching=true or patching_every_validation=false")
+
+
+def layer_learns(cfg: DictConfig, variant: VariantFacts, layer: int) -> bool:
+    mixers = cfg.model.get("mixers")  # a hybrid stack's layer without learned heads is neither ablated nor patched
+    name = str(mixers[layer]) if mixers else variant.name
+    return declared_variants(only=name)[name].learned_heads
+
+
 def per_head_metric_allowed(cfg: DictConfig, record: HeadMetric, variant: VariantFacts) -> bool:
     """Whether the run logs this per-head measurement."""
     model = cfg.model
@@ -319,10 +338,9 @@ def per_head_metric_allowed(cfg: DictConfig, record: HeadMetric, variant: Varian
     if record.family.startswith("head_score/"):
         return not variant.takes_source
     if record.family.startswith("ablation/"):
-        mixers = cfg.model.get("mixers")  # a hybrid stack's layer without learned heads is not ablated
-        layer = str(mixers[record.layer]) if mixers else variant.name
-        learned = declared_variants(only=layer)[layer].learned_heads
-        return learned and record.family.split("/")[1] in ablations(cfg, variant)
+        return layer_learns(cfg, variant, record.layer) and record.family.split("/")[1] in ablations(cfg, variant)
+    if record.family == PATCHING:
+        return layer_learns(cfg, variant, record.layer) and patches(cfg)
     return True
 
 
@@ -343,6 +361,8 @@ def check_optimized_metric(cfg: DictConfig, variant: VariantFacts) -> None:
     ablation = (f", ablation/<{'|'.join(hows)}>/<{'|'.join(ABLATION_METRICS)}>/layer<l>/<head<h>|all>"
                 if hows else "")
     in_context = ", val/in_context_score" if cfg.task.name == "induction" else ""
+    if patches(cfg):
+        ablation += f", {PATCHING}/layer<l>/<head<h>|all>"
     raise ConfigError(f"optimized_metric={metric} is invalid: choose one of {', '.join(VAL_METRICS)}"
                       f"{', ' + ', '.join(OOD_METRICS) if ood else ''}{in_context}, {ENTROPY}/layer<l>/head<h>"
                       f"{scores}{ablation}, with l < layers={cfg.model.layers} and h < heads={cfg.model.num_heads}"

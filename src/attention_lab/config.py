@@ -169,6 +169,8 @@ class TrainConfig:
     num_predictions_logged: int = 4
     ablation: list[str] | None = None  # head ablations at the end: zero, mean; None = both (where heads learn)
     ablation_every_validation: bool = False  # ... and at every validation during training
+    patching: bool = True  # activation patching at the end, where the task has a corruption (data/tasks)
+    patching_every_validation: bool = False  # ... and at every validation during training
     tags: list = field(default_factory=list)
     resume: str | None = None  # run dir to continue: `python scripts/train.py resume=<run dir>`
 

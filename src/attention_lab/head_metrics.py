@@ -1,14 +1,16 @@
 """Per-head measurements by name: one record (family, layer, head) and the one place that turns it into the tag
 that TensorBoard, metrics.json, ``optimized_metric`` and ``compare.py --metric`` use, and back.
 
-Tags: ``<family>/layer{l}/head{h}``, or ``<family>/layer{l}/all`` for a whole layer (ablation only), with the
-families
+Tags: ``<family>/layer{l}/head{h}``, or ``<family>/layer{l}/all`` for a whole layer (ablation and patching only),
+with the families
 
 - ``attention_entropy``: mean entropy of the head's attention rows (nats);
 - ``head_score/<kind>``: a detector score, kind in :data:`attention_lab.head_scores.HEAD_SCORE_KINDS` (declared there
   once, with its detector);
 - ``ablation/<how>/<metric>``: what switching the head off costs on the validation set
-  (:mod:`attention_lab.ablation`), how in :data:`ABLATIONS`, metric in :data:`ABLATION_METRICS`.
+  (:mod:`attention_lab.ablation`), how in :data:`ABLATIONS`, metric in :data:`ABLATION_METRICS`;
+- ``patching/logit_diff``: the fraction of the clean-minus-corrupted logit difference that patching the head's
+  clean output into the corrupted run restores (:mod:`attention_lab.patching`).
 
 Light (no torch import): the config checks use it.
 """
@@ -24,6 +26,7 @@ from attention_lab.head_scores import HEAD_SCORE_KINDS
 ABLATIONS = ("zero", "mean")  # the head's output set to 0 / to its mean over the validation set
 ABLATION_METRICS = ("loss", "token_acc")  # loss: the increase; token_acc: the drop
 ENTROPY = "attention_entropy"
+PATCHING = "patching/logit_diff"
 WHOLE_LAYER = "all"
 
 
@@ -41,8 +44,8 @@ def ablation_family(how: str, metric: str) -> str:
 
 
 FAMILIES = (ENTROPY, *(score_family(k) for k in HEAD_SCORE_KINDS),
-            *(ablation_family(h, m) for h in ABLATIONS for m in ABLATION_METRICS))
-WHOLE_LAYER_FAMILIES = tuple(f for f in FAMILIES if f.startswith("ablation/"))
+            *(ablation_family(h, m) for h in ABLATIONS for m in ABLATION_METRICS), PATCHING)
+WHOLE_LAYER_FAMILIES = tuple(f for f in FAMILIES if f.startswith("ablation/") or f == PATCHING)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Per-head measurements as pictures: after each validation, one layers x heads heatmap per head score (tags
-``head_score/<kind>``) and per ablation (``ablation/<how>/<metric>``) in TensorBoard, drawn from the scalars the
+``head_score/<kind>``), per ablation (``ablation/<how>/<metric>``) and of the patching (``patching/logit_diff``)
+in TensorBoard, drawn from the scalars the
 run logged (``<family>/layer{l}/head{h}``, see :mod:`attention_lab.head_metrics`)."""
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def score_image(grid: list[list[float]], kind: str, step: int, run_name: str = "
                               [f"head {h}" for h in range(len(grid[0]))],
                               run_title(run_name, f"{name}{'' if '/' in name else ' score'} · step {step}"),
                               xlabel="head", ylabel="layer")
-    if kind.startswith("ablation/"):  # a loss increase is not bounded by 1, and a drop may be negative
+    if not kind.startswith("head_score/"):  # a loss increase, a drop or a restored fraction may pass 1 or 0
         values = [v for row in grid for v in row if not math.isnan(v)]
         figure.axes[0].images[0].set_clim(min(0.0, *values), max(1e-6, *values))
     canvas = FigureCanvasAgg(figure)

@@ -58,7 +58,7 @@ class Job:
     dir: Path
     overrides: list[str]
     status: str = "running"
-    # final val/*, ood/*, per-head head_score/* and ablation/* metrics; head_score/<kind>/max
+    # final val/*, ood/*, per-head head_score/*, ablation/* and patching/* metrics; head_score/<kind>/max
     metrics: dict[str, float] = field(default_factory=dict)
     params: int | None = None
     state_size: int | None = None  # metrics.json's: the recurrent state of a layer, in numbers
@@ -262,7 +262,8 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict], unreadabl
     recorded = RunStatus.RUNNING if info.status is RunStatus.STARTING else info.status
     status = recorded_status(entry, sweep_dir / SUMMARY, unreadable) or (recorded.value if recorded else None)
     if metrics:
-        job.metrics = metric_values(metrics, metrics_path, unreadable, ("val/", "ood/", "ablation/", "head_score/"))
+        job.metrics = metric_values(metrics, metrics_path, unreadable, ("val/", "ood/", "ablation/", "head_score/",
+                                                                                "patching/"))
         job.metrics.update({key: step for key in FORMATION_STEPS
                             if (step := amount(metrics, key, metrics_path, unreadable, whole=True)) is not None})
         job.metrics.update(best_head_scores(metrics))
@@ -305,7 +306,8 @@ def direction_of(hydra: dict, metric: str, path: Path, unreadable: Unreadable) -
         return direction
     if direction is not None:
         unreadable.add(path, f"hydra.sweeper.direction is {shown(direction)}, not minimize or maximize; ignored")
-    if metric.startswith("ablation/"):  # the larger the drop, the more the model needs the head: ranked first
+    if metric.startswith(("ablation/", "patching/")):  # the larger the drop (or the part restored), the more the
+        # model needs the head: ranked first
         return "maximize"
     return "minimize" if re.search(r"loss|error|perplexity|entropy|_step$", metric) else "maximize"
 

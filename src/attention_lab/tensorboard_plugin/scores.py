@@ -13,6 +13,7 @@ from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_LAYERS
 DESCRIPTIONS = {
     "head_score": "0..1: how much of its attention the head gives to the pattern's key",
     "ablation": "the change when the head is removed (loss: increase; token_acc: drop)",
+    "patching": "fraction of the clean - corrupted logit difference that the head's clean output restores (1: all)",
 }
 
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 
 from attention_lab.config import TaskConfig
-from attention_lab.data.corpus import Vocabulary, tokenize
+from attention_lab.data.corpus import PAD_ID, Vocabulary, tokenize
 from attention_lab.errors import ConfigError
 
 Pairs = list[tuple[list[int], list[int]]]
@@ -51,6 +51,17 @@ class Task:
         the task's mechanism needs inputs of a shape of their own."""
         return list(words)
 
+    def corrupted(self, inputs: list[int], targets: list[int]) -> tuple[list[int], list[int]] | None:
+        """Activation patching's natural corruption of one example (as :meth:`pairs` makes it, no <bos>, no padding):
+        (an input of the same length that changes what the task's mechanism reads, the targets that input implies,
+        PAD_ID where it implies none). None: the task has no such corruption, and runs of it are not patched."""
+        return None
+
+    @classmethod
+    def has_corruption(cls) -> bool:
+        """Whether the task declares a corruption (overrides :meth:`corrupted`): derived, not listed."""
+        return cls.corrupted is not Task.corrupted
+
     # Length generalisation. By default "longer" means what task.min_len..task.max_len bound: the same task
     # built for task.ood_min_len..task.ood_max_len, task.val_size examples. ood_min_len > max_len keeps the
     # set disjoint from training. A task whose inputs have another notion of length overrides these two.
@@ -80,6 +91,17 @@ def distinct_examples(draw: Callable[[], tuple[list[int], list[int]]], count: in
             seen.add(tuple(inputs))
             examples.append((inputs, targets))
     return examples
+
+
+def values_passed_on(inputs: list[int], targets: list[int], pairs: int) -> tuple[list[int], list[int]]:
+    """Recall's corruption, for inputs that open with ``pairs`` key-value pairs and ask for keys after them: each
+    key gets the next key's value (the last key the first's), the rest kept; (that input, each query's implied
+    target: its key's new value, PAD_ID where ``targets`` has none)."""
+    keys, values = inputs[0:2 * pairs:2], inputs[1:2 * pairs:2]
+    passed = values[1:] + values[:1]
+    corrupted = [word for pair in zip(keys, passed, strict=True) for word in pair] + inputs[2 * pairs:]
+    value_of = dict(zip(keys, passed, strict=True))
+    return corrupted, [PAD_ID if target == PAD_ID else value_of[inputs[t]] for t, target in enumerate(targets)]
 
 
 def first_sentence(sentences: Sequence[str]) -> list[str]:

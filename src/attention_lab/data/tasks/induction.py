@@ -54,6 +54,18 @@ class InductionTask(Task):
         k = len(sequence)
         return sequence + sequence, [PAD_ID] * k + sequence[1:] + [PAD_ID]
 
+    def corrupted(self, inputs: list[int], targets: list[int]) -> tuple[list[int], list[int]]:
+        """The first copy reversed, the repeat kept: the same words, so only their order, what an induction head
+        copies, changes. The repeat's word sequence[j] now follows sequence[j + 1] in the first copy, so the word
+        after its earlier occurrence is sequence[j - 1] (for j = 0, the last word of the first copy, the repeat's
+        own first word); every target of the repeat is implied otherwise than it is."""
+        k = len(inputs) // 2
+        sequence = inputs[:k]
+        corrupted = sequence[::-1] + inputs[k:]
+        implied = [PAD_ID if target == PAD_ID else corrupted[corrupted.index(corrupted[t]) + 1]
+                   for t, target in enumerate(targets)]
+        return corrupted, implied
+
     def probe(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> list[str]:
         """A sequence and its repeat: the first sentence's distinct words (more of the corpus's when it has too few
         for the shortest sequence, fewer when too many for the longest), twice."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
-from attention_lab.data.tasks.base import Pairs, Task, distinct_examples, register_task
+from attention_lab.data.tasks.base import Pairs, Task, distinct_examples, register_task, values_passed_on
 from attention_lab.errors import ConfigError
 
 
@@ -78,6 +78,12 @@ class MqarTask(Task):
         for key, value, slot in zip(keys, values, slots, strict=True):
             inputs[context + 2 * slot], targets[context + 2 * slot] = key, value
         return inputs, targets
+
+    def corrupted(self, inputs: list[int], targets: list[int]) -> tuple[list[int], list[int]]:
+        """As recall's: the values passed on one pair (key i gets the value of key i + 1, the last key the first's),
+        the keys and the queries kept; the values are distinct, so every query's implied target changes."""
+        pairs = sum(target != PAD_ID for target in targets)  # every key is asked once
+        return values_passed_on(inputs, targets, pairs)
 
     def probe(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> list[str]:
         """One input as training draws them (a fixed seed), in words: the pairs, then the queries in the order

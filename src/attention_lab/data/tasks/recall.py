@@ -13,7 +13,15 @@ from collections.abc import Sequence
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
-from attention_lab.data.tasks.base import Pairs, Task, check_ood_range, corpus_words, distinct_examples, register_task
+from attention_lab.data.tasks.base import (
+    Pairs,
+    Task,
+    check_ood_range,
+    corpus_words,
+    distinct_examples,
+    register_task,
+    values_passed_on,
+)
 from attention_lab.errors import ConfigError
 
 
@@ -62,6 +70,13 @@ class RecallTask(Task):
         inputs = [word for pair in zip(keys, values, strict=True) for word in pair] + [keys[i] for i in asked]
         targets = [PAD_ID] * (2 * config.pairs) + [values[i] for i in asked]
         return inputs, targets
+
+    def corrupted(self, inputs: list[int], targets: list[int]) -> tuple[list[int], list[int]]:
+        """The values passed on one pair (key i gets the value of key i + 1, the last key the first's), the keys and
+        the queries kept: a query's implied target is its key's new value. Values may repeat, so a query whose key
+        got an equal value keeps its target (the metric leaves it out)."""
+        pairs = next(t for t, target in enumerate(targets) if target != PAD_ID) // 2  # the queries follow the pairs
+        return values_passed_on(inputs, targets, pairs)
 
     def probe(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> list[str]:
         """task.pairs key-value pairs from the corpus's words in order (keys distinct), then task.queries of the keys,
