@@ -236,3 +236,7 @@ def test_typed_pair_refusals_are_one_line(trained):
     assert uneven.status_code == 400 and "need the same number" in uneven.get_json()["error"]
     far = get(client, "head_circuit", run=run, layer="7", head="0")
     assert far.status_code == 400 and "has 2 layers of 4 heads" in far.get_json()["error"]
+    many = get(client, "head_circuit", run=run, layer="0", head="0", k="50")
+    assert many.status_code == 400 and many.get_json()["error"] == "k=50: the word tables show 1 to 20 words a row"
+    three = get(client, "head_circuit", run=run, layer="0", head="0", k="3").get_json()
+    assert {len(row["top"]) for row in three["qk"] + three["ov"]} == {3}

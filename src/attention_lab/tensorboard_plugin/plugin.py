@@ -4,7 +4,7 @@ Routes, under ``/data/plugin/attention_lab/``: the page's modules and style (all
 tab works offline), ``runs``, ``maps?run=&step=``, ``scores?run=&step=`` (with the head to open on and the
 redundant heads, :mod:`~attention_lab.tensorboard_plugin.focus`) and ``sentence?run=&text=``; the circuits
 (:mod:`~attention_lab.tensorboard_plugin.circuit_views`, :mod:`~attention_lab.tensorboard_plugin.checkpoint_circuits`):
-``circuits?run=&step=``, ``head_circuit?run=&layer=&head=``, ``attribution?run=&text=`` and
+``circuits?run=&step=``, ``head_circuit?run=&layer=&head=&k=``, ``attribution?run=&text=`` and
 ``patch_pair?run=&clean=&corrupted=``. Every
 response goes through TensorBoard's ``http_util.Respond`` (``X-Content-Type-Options: nosniff``); a request
 that cannot be answered gets JSON ``{"error": "<one line>"}`` for the tab to print, never a traceback (an
@@ -21,7 +21,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from attention_lab.tensorboard_plugin.checkpoint_circuits import CheckpointCircuits
+from attention_lab.tensorboard_plugin.checkpoint_circuits import TOP_K, CheckpointCircuits
 from attention_lab.tensorboard_plugin.circuit_views import circuit_views
 from attention_lab.tensorboard_plugin.declared import DeclaredSizes
 from attention_lab.tensorboard_plugin.focus import annotate, task_kind
@@ -170,7 +170,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     def serve_head_circuit(self, request):
         return self.answer(request, lambda: self.circuits.word_tables(
-            self.known_run(request), whole_number(request, "layer"), whole_number(request, "head")))
+            self.known_run(request), whole_number(request, "layer"), whole_number(request, "head"),
+            whole_number(request, "k") if "k" in request.args else TOP_K))
 
     @wrappers.Request.application
     def serve_attribution(self, request):
