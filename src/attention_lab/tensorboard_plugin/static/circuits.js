@@ -70,7 +70,8 @@ function compositionTables(grids) {
 // Step x target index: the loss falling in the later targets is the induction heads forming (Olsson et al.).
 function lossByIndex(data, step) {
   const values = data.values.flat().filter(v => v !== null);
-  const scale = { vmin: Math.min(...values), vmax: Math.max(...values, Math.min(...values) + 1e-9), signed: false };
+  const low = values.length ? Math.min(...values) : 0;  // every value missing (NaN): an empty 0..1 scale
+  const scale = { vmin: low, vmax: Math.max(low + 1e-9, ...values), signed: false };
   const box = element("figure", "loss-by-index");
   box.dataset.view = "loss-by-index";
   box.appendChild(element("figcaption", "", "Loss by target index (rows: logged steps)")).title = data.description;
