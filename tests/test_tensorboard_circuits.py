@@ -240,3 +240,20 @@ def test_typed_pair_refusals_are_one_line(trained):
     assert many.status_code == 400 and many.get_json()["error"] == "k=50: the word tables show 1 to 20 words a row"
     three = get(client, "head_circuit", run=run, layer="0", head="0", k="3").get_json()
     assert {len(row["top"]) for row in three["qk"] + three["ov"]} == {3}
+
+
+def test_patching_measured_once_at_the_end_is_read_too(tmp_path):
+    """A run's patching at the end is written as this plugin's own scalars (callbacks/head_ablation.py's
+    write_end_values), not as TensorBoard scalars: the circuits route reads both."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from attention_lab.tensorboard_plugin.summary import end_values_summary
+
+    write_run(tmp_path / "run", steps=[100], words=WORDS, name="")
+    writer = SummaryWriter(log_dir=str(tmp_path / "run" / "tensorboard"))
+    writer.file_writer.add_summary(end_values_summary({"patching/logit_diff/layer0/head1": 0.4,
+                                                       "patching/logit_diff/layer0/all": 0.6}), 100)
+    writer.close()
+    grid = get(client_for(tmp_path), "circuits", run="run/tensorboard", step="100").get_json()["patching"]
+    assert grid["cells"] == [[None, pytest.approx(0.4)]] and grid["whole_layer"] == [pytest.approx(0.6)]
+    assert grid["step"] == 100 and grid["logged_step"] == 100
