@@ -6,6 +6,7 @@
 import { mountHeadView } from "./head_view.js";
 import { describeCell, heatmap, mapsGrid, scaleLegend } from "./heatmaps.js";
 import { scoresView } from "./scores.js";
+import { createCircuits } from "./circuits.js";
 
 function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -50,8 +51,9 @@ export function createPanel(entry, api) {
   headViewBox.append(controls, hvStatus, svg);
   const detail = element("div", "row detail");
   detail.append(enlargedBox, headViewBox);
+  const circuits = createCircuits(run, api);  // composition, patching, loss by index, word tables, attribution
   const body = element("div", "panel-body");
-  body.append(source, hoverInfo, overview, detail, tooltip);
+  body.append(source, hoverInfo, overview, detail, circuits.root, tooltip);
   root.append(title, message, body);
 
   // chosen: a map was clicked (the focus no longer moves the enlarged head); pointer: where the cursor last
@@ -110,6 +112,7 @@ export function createPanel(entry, api) {
     enlarged.replaceChildren(heatmap(data, layer, head, { cell: Math.max(14, Math.min(34, Math.floor(300 / size))),
       labels: true, onHover: hover, onLeave: unhover }));
     rehover(data);
+    circuits.showHead(layer, head);
     const viewData = { query_words: data.query_words, key_words: data.key_words, query_axis: data.query_axis,
                        weights: data.weights, scale: data.scale };
     if (state.headView) state.headView.setData(viewData);
@@ -148,6 +151,7 @@ export function createPanel(entry, api) {
       const logged = [...state.steps].reverse().find(s => s <= step) ?? state.steps[0];
       const request = ++state.request;
       root.dataset.state = "loading";
+      circuits.showStep(logged);
       // the scores of the same step, asked for at once: they say which head to enlarge before the maps are drawn
       const [reply, scoresReply] = await Promise.all([fetchStep(logged), api.get("scores", { run, step: logged })]);
       if (request !== state.request) return;  // a newer step was asked for meanwhile
@@ -164,6 +168,7 @@ export function createPanel(entry, api) {
     },
     async showSentence(text) {
       const request = ++state.request;
+      circuits.showSentence(text);
       root.dataset.state = "loading";
       const reply = await api.get("sentence", { run, text });
       if (request !== state.request) return;
@@ -181,6 +186,7 @@ export function createPanel(entry, api) {
     },
     clearSentence() {
       state.sentence = null;
+      circuits.clearSentence();
       say(state.runMessage);
       draw();
       root.dataset.state = state.data ? "maps" : "message";
