@@ -180,11 +180,11 @@ def test_a_task_without_a_corruption_is_not_patched_and_says_so_once(caplog):
     module, _ = small_model()
     callback = ActivationPatching({"name": "reverse"})
     with caplog.at_level(logging.INFO):
-        assert callback.skipped(module) and callback.skipped(module)
+        assert not callback.active(module) and not callback.active(module)
     notes = [r.getMessage() for r in caplog.records if "activation patching" in r.getMessage()]
     assert notes == ["activation patching: not measured, task=reverse has no corruption to patch from"]
-    assert not ActivationPatching({"name": "induction"}).skipped(module)
-    assert ActivationPatching({"name": "induction"}, enabled=False).skipped(module)
+    assert ActivationPatching({"name": "induction"}).active(module)
+    assert not ActivationPatching({"name": "induction"}, enabled=False).active(module)
 
 
 def test_the_patching_knobs_are_checked():

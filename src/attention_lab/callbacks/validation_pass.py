@@ -1,0 +1,81 @@
+"""A measurement over the validation set at the end of a run, which the head ablation and the activation patching
+share: at the final validation (train.py's, after fit) and, with ``every_validation``, at each one during training.
+
+The values reach ``metrics.json`` (:meth:`record`: so ``optimized_metric`` and ``compare.py``), the callback
+metrics (the heatmaps of :class:`~attention_lab.callbacks.head_score_maps.HeadScoreMaps` read them there) and the
+attention tab. Measured at every validation, they are curves in TensorBoard's scalars, like any validation metric.
+Measured once, at the end (the default), they are not: one point per head and layer would be a chart of one dot
+each, dozens of them. They go to the attention tab as its own scalars
+(:func:`~attention_lab.tensorboard_plugin.summary.end_values_summary`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_only
+from tensorboard.compat.proto import event_pb2
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+from attention_lab.ablation import Batch
+from attention_lab.callbacks.run_record import RunRecord
+from attention_lab.tensorboard_plugin.summary import end_values_summary
+
+
+@rank_zero_only
+def write_end_values(trainer: L.Trainer, values: dict[str, float]) -> None:
+    """``values`` at the trainer's step, in an event file of their own in the run's TensorBoard dir."""
+    log_dir = next((logger.log_dir for logger in trainer.loggers if isinstance(logger, TensorBoardLogger)), None)
+    if log_dir is None or not values:
+        return
+    writer = EventFileWriter(log_dir, filename_suffix=".ablation")
+    try:
+        writer.add_event(event_pb2.Event(wall_time=time.time(), step=trainer.global_step,
+                                         summary=end_values_summary(values)))
+    finally:
+        writer.close()
+
+
+class ValidationPass(RunRecord):
+    """Subclasses say whether the run is measured (:meth:`active`) and measure (:meth:`measure`)."""
+
+    def __init__(self, every_validation: bool = False) -> None:
+        self.every_validation = every_validation
+        self.names: list[str] = []  # the metrics of the last pass
+        self.final: dict[str, float] = {}  # their values at the final validation (reduced over the processes)
+
+    def active(self, pl_module: L.LightningModule) -> bool:
+        raise NotImplementedError
+
+    def measure(self, pl_module: L.LightningModule, batches: list[Batch]) -> dict[str, float]:
+        raise NotImplementedError
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or (trainer.state.fn == "fit" and not self.every_validation):
+            return
+        if not self.active(pl_module):
+            return
+        loaders = trainer.val_dataloaders
+        loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders  # the validation set, not ood
+        if loader is None:
+            return
+        batches = [tuple(t.to(pl_module.device) for t in batch) for batch in loader]
+        results = self.measure(pl_module, batches)
+        self.names = list(results)
+        for name, value in results.items():
+            # In the callback metrics either way (the heatmaps read them there); in the loggers as curves only.
+            pl_module.log(name, value, on_epoch=True, sync_dist=True, add_dataloader_idx=False,
+                          logger=self.every_validation)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.state.fn == "fit" or not self.names:
+            return
+        metrics = trainer.callback_metrics
+        self.final = {name: float(metrics[name]) for name in self.names if name in metrics}
+        if not self.every_validation:
+            write_end_values(trainer, self.final)
+
+    def record(self) -> dict[str, Any]:
+        return dict(self.final)
