@@ -4,6 +4,7 @@
 // shows ("loading", "maps", "message"), and data-step which logged step.
 
 import { mountHeadView } from "./head_view.js";
+import { addScoreLinks, gridLinks, mapLinks } from "./export.js";
 import { describeCell, heatmap, mapsGrid, scaleLegend } from "./heatmaps.js";
 import { scoresView } from "./scores.js";
 
@@ -104,11 +105,14 @@ export function createPanel(entry, api) {
       onSelect: (layer, head) => {
         state.selected = { layer, head }; state.chosen = true; draw(); state.headView.show(layer, [head]);
       } }));
+    const shown = state.sentence ? "sentence" : "step " + data.step;  // exports: SVG, PNG and CSV (export.js)
+    grid.appendChild(gridLinks(data, entry.label, shown));
     const { layer, head } = state.selected;
     detailTitle.textContent = "layer " + layer + ", head " + head;
     const size = Math.max(data.query_words.length, data.key_words.length);
     enlarged.replaceChildren(heatmap(data, layer, head, { cell: Math.max(14, Math.min(34, Math.floor(300 / size))),
       labels: true, onHover: hover, onLeave: unhover }));
+    enlarged.appendChild(mapLinks(data, layer, head, entry.label, shown));
     rehover(data);
     const viewData = { query_words: data.query_words, key_words: data.key_words, query_axis: data.query_axis,
                        weights: data.weights, scale: data.scale };
@@ -119,6 +123,7 @@ export function createPanel(entry, api) {
 
   function showScores(reply) {
     scores.replaceChildren(reply.ok ? scoresView(reply.data) : element("p", "note", reply.data.error));
+    if (reply.ok) addScoreLinks(scores, reply.data, entry.label);
   }
 
   async function fetchStep(step) {
