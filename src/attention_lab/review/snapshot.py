@@ -92,8 +92,12 @@ def read_runs(run_dir: Path) -> list[dict]:
     """Every TensorBoard run under ``<run_dir>/tensorboard`` that holds the probe's maps: its words, its maps at
     every logged step and, for each step, the scores route's answer (grids, focus, redundancy)."""
     from tensorboard import context
-    from tensorboard.backend.event_processing import data_provider, io_wrapper, plugin_event_accumulator
-    from tensorboard.backend.event_processing import plugin_event_multiplexer
+    from tensorboard.backend.event_processing import (
+        data_provider,
+        io_wrapper,
+        plugin_event_accumulator,
+        plugin_event_multiplexer,
+    )
     from tensorboard.plugins.scalar import metadata as scalar_metadata
 
     from attention_lab.tensorboard_plugin.declared import DeclaredSizes
