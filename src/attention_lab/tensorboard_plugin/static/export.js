@@ -228,7 +228,7 @@ export function addScoreLinks(box, reply, label) {
     const title = label + " · " + grid.family + " · step " + grid.step;
     const wrap = document.createElement("div");  // the links under the table, in the row of tables
     table.replaceWith(wrap);
-    wrap.append(table, exportLinks(fileName(label, "step" + grid.step, grid.family),
+    wrap.append(table, exportLinks(fileName(label, "step " + grid.step, grid.family),
       { svg: () => tableSvg(table, title), csv: () => gridCsv(grid) }));
   }
 }
