@@ -70,6 +70,17 @@ def test_the_page_holds_every_logged_step_and_its_scores(run_dir):
     assert XSS not in page and html.escape(XSS) not in page
 
 
+def test_a_run_beyond_what_a_snapshot_holds_is_refused(run_dir, monkeypatch):
+    import attention_lab.review.snapshot as module
+
+    path, written = run_dir
+    monkeypatch.setattr(module, "MAX_SNAPSHOT_WEIGHTS", sum(w.size for w in written.values()) - 1)
+    with pytest.raises(ReviewError, match=f"the run logged {sum(w.size for w in written.values())} attention weights "
+                                          "over 3 steps, more than the"):
+        snapshot(path, out=str(path / "page.html"))
+    assert not (path / "page.html").exists()
+
+
 def test_each_module_is_bundled_once_after_what_it_imports(tmp_path):
     from attention_lab.review.snapshot import tab_modules
 

@@ -102,7 +102,7 @@ def read_runs(run_dir: Path) -> list[dict]:
 
     from attention_lab.tensorboard_plugin.declared import DeclaredSizes
     from attention_lab.tensorboard_plugin.focus import annotate, task_kind
-    from attention_lab.tensorboard_plugin.run_data import NO_RECORDS, NoMaps, Source
+    from attention_lab.tensorboard_plugin.run_data import NoMaps, Source
     from attention_lab.tensorboard_plugin.run_names import run_label
     from attention_lab.tensorboard_plugin.scores import grids_at
     from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME
@@ -120,7 +120,8 @@ def read_runs(run_dir: Path) -> list[dict]:
                     DeclaredSizes(str(root)))
     names = [entry["run"] for entry in source.runs() if entry["has_maps"]]
     if not names:
-        raise ReviewError(f"{run_dir} holds no attention records: {NO_RECORDS.split(': ', 1)[1].split('.')[0]}")
+        raise ReviewError(f"{run_dir} holds no attention records: it was trained before the attention tab existed, "
+                          "or without callbacks.attention_summaries")
     runs = []
     for name in names:
         try:
