@@ -175,6 +175,31 @@ def test_every_map_downloads_as_svg_png_and_csv(chromium, tensorboard, downloads
     no_page_errors(chromium)
 
 
+def test_the_head_view_downloads_as_drawn(chromium, tensorboard, downloads):
+    """Its lines (one per query and key of each shown head) and their weights, as the head view draws them."""
+    _, data = open_tab(chromium, tensorboard)
+    chromium.click(*chromium.center_of("section.panel button.all-heads"))
+    heads = len(data["weights"][0])
+    wait_for(chromium, f"{PANEL}.querySelectorAll('line.attn').length === {heads * len(WORDS) ** 2}", "every head")
+    layer = int(chromium.evaluate(f"{PANEL}.querySelector('select.layer-select').value"))
+    links = f"{PANEL}.querySelector('.hv-export .export-links')"
+    _, svg = download(chromium, downloads, links, "svg")
+    lines = [line for line in ET.fromstring(svg).iter(f"{SVG}line") if line.get("class") == "attn"]
+    drawn = {(int(line.get("data-head")), int(line.get("data-q")), int(line.get("data-k"))): float(line.get("data-weight"))
+             for line in lines}
+    expected = {(h, q, k): data["weights"][layer][h][q][k] for h in range(heads) for q in range(len(WORDS))
+                for k in range(len(WORDS))}
+    assert drawn == pytest.approx(expected) and len(lines) == len(expected)
+    assert f"head view, layer {layer} of 2 · heads 0, 1, 2 of 3" in [t.text for t in ET.fromstring(svg).iter(f"{SVG}text")][0]
+    _, csv_data = download(chromium, downloads, links, "csv")
+    rows = read_csv(csv_data)
+    assert rows[0] == ["head", "query index", "query", "key index", "key", "weight"]
+    assert {(int(r[0]), int(r[1]), int(r[3])): float(r[5]) for r in rows[1:]} == pytest.approx(expected)
+    assert {r[2] for r in rows[1:]} == {"Life", XSS, 'a,"b', "'=cmd"}
+    assert png_colours(download(chromium, downloads, links, "png")[1])[1][0] > 0
+    no_page_errors(chromium)
+
+
 def test_every_score_table_downloads_as_svg_png_and_csv(chromium, tensorboard, downloads):
     run, data = open_tab(chromium, tensorboard)
     grids = tensorboard.get_json("/data/plugin/attention_lab/scores", run=run, step=str(data["step"]))["grids"]

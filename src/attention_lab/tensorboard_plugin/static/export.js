@@ -133,6 +133,29 @@ export function tableSvg(table, title) {
   return composed(title, [drawing]);
 }
 
+// The head view as drawn now (svg.head-view of head_view.js: its layer, its heads, no word hovered).
+const HEAD_VIEW_STYLE = "svg text { font-size: 14px; dominant-baseline: middle; } .column-title { font-size: 11px; " +
+  "fill: #777; } .weight-label { font-size: 11px; } .token-bg { fill: transparent; } line.attn { stroke-width: 2.5; } " +
+  "line.attn.hidden { display: none; }";
+
+export function headViewSvg(view, title) {
+  const copy = view.cloneNode(true);
+  copy.querySelectorAll(".weight-label").forEach(node => node.remove());
+  copy.querySelectorAll(".active, .hidden").forEach(node => node.classList.remove("active", "hidden"));
+  copy.prepend(svgNode("style", {}, HEAD_VIEW_STYLE));
+  return composed(title, [copy]);
+}
+
+// The lines of the head view: one row per (head, query, key) drawn.
+export function headViewCsv(view, data) {
+  const rows = [["head", data.query_axis + " index", data.query_axis, "key index", "key", "weight"]];
+  for (const line of view.querySelectorAll("line.attn")) {
+    const q = Number(line.dataset.q), k = Number(line.dataset.k), w = Number(line.dataset.weight);
+    rows.push([Number(line.dataset.head), q, data.query_words[q], k, data.key_words[k], Number.isFinite(w) ? w : null]);
+  }
+  return csvText(rows);
+}
+
 // ------------------------------------------------------------------------------------------------------- PNG
 
 // The SVG drawn on a canvas at twice its size, on white.
@@ -207,8 +230,8 @@ export function exportLinks(name, make) {
   return box;
 }
 
-// The links under every layer's and head's map (all of them), under the enlarged map (its head), and under each
-// score table. what: "step 20" or "sentence"; label: the run's label.
+// The links under every layer's and head's map (all of them), under the enlarged map (its head), under the head
+// view and under each score table. what: "step 20" or "sentence"; label: the run's label.
 export function gridLinks(data, label, what) {
   return exportLinks(fileName(label, what, "all-heads"),
     { svg: () => allMapsSvg(data, label + " · " + what + " · every layer and head"), csv: () => allMapsCsv(data) });
@@ -218,6 +241,14 @@ export function mapLinks(data, layer, head, label, what) {
   return exportLinks(fileName(label, what, "layer" + layer, "head" + head),
     { svg: () => mapSvg(data, layer, head, label + " · " + what + " · layer " + layer + ", head " + head),
       csv: () => mapCsv(data, layer, head) });
+}
+
+// view: the head view's svg; status: its status line ("layer 1 of 2 · head 0 of 4 · ..."), read when clicked.
+export function headViewLinks(view, status, data, label, what) {
+  const shown = () => status.textContent.split(" · ").slice(0, 2).join(" · ");
+  return exportLinks(fileName(label, what, "head-view"),
+    { svg: () => headViewSvg(view, label + " · " + what + " · head view, " + shown()),
+      csv: () => headViewCsv(view, data) });
 }
 
 // box: the element scoresView filled; reply: what the scores route answered.

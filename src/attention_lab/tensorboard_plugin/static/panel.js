@@ -4,7 +4,7 @@
 // shows ("loading", "maps", "message"), and data-step which logged step.
 
 import { mountHeadView } from "./head_view.js";
-import { addScoreLinks, gridLinks, mapLinks } from "./export.js";
+import { addScoreLinks, gridLinks, headViewLinks, mapLinks } from "./export.js";
 import { describeCell, heatmap, mapsGrid, scaleLegend } from "./heatmaps.js";
 import { scoresView } from "./scores.js";
 
@@ -49,6 +49,8 @@ export function createPanel(entry, api) {
   enlargedBox.append(detailTitle, enlarged);
   const headViewBox = element("div", "head-view-box");
   headViewBox.append(controls, hvStatus, svg);
+  const hvExport = element("div", "hv-export");  // its export links, set by draw()
+  headViewBox.appendChild(hvExport);
   const detail = element("div", "row detail");
   detail.append(enlargedBox, headViewBox);
   const body = element("div", "panel-body");
@@ -113,6 +115,7 @@ export function createPanel(entry, api) {
     enlarged.replaceChildren(heatmap(data, layer, head, { cell: Math.max(14, Math.min(34, Math.floor(300 / size))),
       labels: true, onHover: hover, onLeave: unhover }));
     enlarged.appendChild(mapLinks(data, layer, head, entry.label, shown));
+    hvExport.replaceChildren(headViewLinks(svg, hvStatus, data, entry.label, shown));
     rehover(data);
     const viewData = { query_words: data.query_words, key_words: data.key_words, query_axis: data.query_axis,
                        weights: data.weights, scale: data.scale };
