@@ -7,8 +7,9 @@ import { heatmap, scaleLegend } from "./heatmaps.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif";
-// The rules of style.css an exported drawing needs: outside the page its classes have no style.
-const SVG_STYLE = "text { font-family: " + FONT + "; fill: #222; } .title { font-size: 13px; font-weight: 600; } " +
+// The rules of style.css an exported drawing needs: outside the page its classes have no style. No rule sets the
+// fill of every text: a rule would win over the fill a cell's value is drawn with (white on a dark cell).
+const SVG_STYLE = "text { font-family: " + FONT + "; } .title { font-size: 13px; font-weight: 600; } " +
   ".axis-word { font-size: 12px; dominant-baseline: middle; } .legend-end, .legend-label { font-size: 11px; } " +
   ".cell-value { font-size: 10px; text-anchor: middle; dominant-baseline: middle; } " +
   ".grid-label { font-size: 11px; fill: #666; } .table-value { font-size: 11px; text-anchor: middle; " +
@@ -66,7 +67,7 @@ export function gridCsv(grid) {
 // parts: SVG drawings stacked under a title, on white, as one standalone SVG document.
 function composed(title, parts) {
   const sizes = parts.map(p => [Number(p.getAttribute("width")), Number(p.getAttribute("height"))]);
-  const width = Math.ceil(Math.max(8 + 7 * title.length, ...sizes.map(s => s[0]))) + 8;
+  const width = Math.ceil(Math.max(8 + 8.5 * title.length, ...sizes.map(s => s[0]))) + 8;  // 13px bold: < 8.5px a letter
   const height = TITLE_H + sizes.reduce((sum, s) => sum + s[1] + GAP, 0);
   const svg = svgNode("svg", { xmlns: SVG_NS, width, height, viewBox: "0 0 " + width + " " + height });
   svg.append(svgNode("style", {}, SVG_STYLE), svgNode("rect", { class: "background", x: 0, y: 0, width, height,
