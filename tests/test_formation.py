@@ -66,6 +66,11 @@ def test_a_formation_run_records_its_history(formation_sweep: Path):
     assert "val/in_context_score" in metrics and "formation_step" in metrics and metrics["loss_drop_step"] in history["step"]
     # The loss at each target index, per validation: the repeat of 3..8 words has 2..7 targets.
     assert len(history["loss_by_index"]) == 6 and all(len(row) == 7 for row in history["loss_by_index"])
+    # The best composition of each kind, per validation: the last one is the final metrics' maximum.
+    for kind in "qkv":
+        final = max(value for name, value in metrics.items() if name.startswith(f"composition/{kind}/"))
+        assert len(history[f"composition_{kind}"]) == 6 and 0 < history[f"composition_{kind}"][-1] <= 1
+        assert history[f"composition_{kind}"][-1] == pytest.approx(final, rel=1e-5)
     assert history["loss_by_index"][-1] == pytest.approx([metrics[f"val/loss_by_index/{i}"] for i in range(7)], rel=1e-5)
 
 

@@ -200,9 +200,8 @@ def peak_memory_mib(request: dict[str, Any]) -> float | None:
 def plot(lengths: list[int], seconds: dict[str, list[float]], memory: dict[str, list[float | None]],
          path: Path) -> Path:
     """Two log-log panels: fwd+bwd time and peak memory against T, one line per mixer."""
-    from matplotlib.figure import Figure  # Agg, no display
-
     from matplotlib import colormaps
+    from matplotlib.figure import Figure  # Agg, no display
 
     fig = Figure(figsize=(10, 4.2), dpi=100, layout="constrained")
     time_ax, memory_ax = fig.subplots(1, 2)

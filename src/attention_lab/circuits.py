@@ -104,8 +104,12 @@ def copying_score(embed: Tensor, ov: Tensor, unembed: Tensor) -> float:
     return float(eigenvalues.sum().real / total)
 
 
+def composition_prefix(kind: str) -> str:
+    return f"composition/{kind}/"
+
+
 def composition_tag(kind: str, writer: tuple[int, int], reader: tuple[int, int]) -> str:
-    return f"composition/{kind}/layer{writer[0]}/head{writer[1]}/layer{reader[0]}/head{reader[1]}"
+    return f"{composition_prefix(kind)}layer{writer[0]}/head{writer[1]}/layer{reader[0]}/head{reader[1]}"
 
 
 def copying_tag(layer: int, head: int) -> str:

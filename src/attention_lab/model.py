@@ -13,7 +13,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from attention_lab.attention import ATTENTION_REGISTRY, AttentionModule, build_attention
+from attention_lab.attention import ATTENTION_REGISTRY, build_attention
 from attention_lab.config import BlockConfig, Mask, ModelConfig, Position
 
 

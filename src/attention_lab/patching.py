@@ -78,8 +78,14 @@ def patch_heads(module, batches: Iterable[Batch], task: Task, bos: bool = False)
     """Every head of every layer with learned heads, then every such whole layer, patched from the clean run into
     the corrupted one: ``{"patching/logit_diff/layer{l}/head{h}" or ".../layer{l}/all": fraction restored}``;
     {} when the task's corruption affects no position of ``batches``. ``bos``: the inputs open with <bos>."""
-    patched = [corrupt_batch(task, batch, bos) for batch in batches]
-    patched = [batch for batch in patched if bool(batch[4].any())]
+    return patch_batches(module, [corrupt_batch(task, batch, bos) for batch in batches])
+
+
+@torch.no_grad()
+def patch_batches(module, batches: Iterable[Patched]) -> dict[str, float]:
+    """:func:`patch_heads` on batches already corrupted (any pair of inputs of one length, e.g. two sentences
+    typed in the attention tab, with the targets whose logit difference counts)."""
+    patched = [batch for batch in batches if bool(batch[4].any())]
     if not patched:
         return {}
     layers = patched_layers(module)

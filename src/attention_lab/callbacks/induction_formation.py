@@ -1,5 +1,6 @@
 """When the induction heads form: at every validation during training, the loss, the in-context score, the best
-head scores and the loss at each target index (a list, index 0 first) are kept; at the end the run records
+head scores, the best composition score of each kind (q, k, v: :mod:`attention_lab.circuits`, over every pair of
+a writer head and a later reader head) and the loss at each target index (a list, index 0 first) are kept; at the end the run records
 
 - ``formation_step``: the first validation at which a head above the first layer scores ``threshold`` or more on
   the induction detector (an induction head needs a previous-token head below it to read from; a one-layer model
@@ -16,12 +17,13 @@ from typing import Any
 import lightning as L
 
 from attention_lab.callbacks.run_record import RunRecord
+from attention_lab.circuits import COMPOSITIONS, composition_prefix
 from attention_lab.head_metrics import HeadMetric, score_family
 from attention_lab.index_tags import by_index
 
 THRESHOLD = 0.5
 SERIES = ("step", "val/loss", "val/in_context_score", "previous_token", "induction", "induction_later_layers",
-          "loss_by_index")
+          *(f"composition_{kind}" for kind in COMPOSITIONS), "loss_by_index")
 
 
 def best_scores(metrics: dict[str, float], kind: str, min_layer: int = 0) -> float | None:
@@ -29,6 +31,12 @@ def best_scores(metrics: dict[str, float], kind: str, min_layer: int = 0) -> flo
     values = [value for name, value in metrics.items()
               if (record := HeadMetric.parse(name)) is not None and record.family == score_family(kind)
               and record.layer >= min_layer]
+    return max(values) if values else None
+
+
+def best_composition(metrics: dict[str, float], kind: str) -> float | None:
+    """The highest ``composition/<kind>/...`` score of any writer-reader pair, or None when none is logged."""
+    values = [value for name, value in metrics.items() if name.startswith(composition_prefix(kind))]
     return max(values) if values else None
 
 
@@ -55,6 +63,7 @@ class InductionFormation(RunRecord):
                "previous_token": best_scores(metrics, "previous_token"),
                "induction": best_scores(metrics, "induction"),
                "induction_later_layers": best_scores(metrics, "induction", min_layer=1),
+               **{f"composition_{kind}": best_composition(metrics, kind) for kind in COMPOSITIONS},
                "loss_by_index": by_index(metrics)}
         for name in SERIES:
             self.history[name].append(row[name])

@@ -1,7 +1,8 @@
 """The induction heads forming, in one picture (``compare.py --plot``): for every job of a sweep that recorded its
 history (``formation`` in metrics.json, :class:`~attention_lab.callbacks.induction_formation.InductionFormation`),
-the validation loss, the best previous-token score and the best induction score against the training step, one
-line per seed, coloured by configuration; each run's formation step is marked on all three panels."""
+the validation loss, the best previous-token score, the best K-composition score (a layer-0 head's output read by a
+later head's keys) and the best induction score against the training step, one line per seed, coloured by
+configuration; each run's formation step is marked on every panel."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from attention_lab.review.cli import ReviewError
 from attention_lab.review.sweep import Sweep, seed_groups, seed_of
 
 PANELS = (("val/loss", "validation loss"), ("previous_token", "best previous-token score"),
-          ("induction", "best induction score"))
+          ("composition_k", "best K-composition"), ("induction", "best induction score"))
 # The induction panel's labels (its y axis is 0..1): three rows low in the panel, each label's height, and the gap
 # its guide leaves below a dot.
 LABEL_ROWS, LABEL_HEIGHT, DOT_CLEARANCE = (0.03, 0.10, 0.17), 0.06, 0.04
@@ -41,7 +42,7 @@ def formation_figure(sweep: Sweep, path: Path) -> Path:
     if not groups:
         raise ReviewError(f"no job of {sweep.dir} recorded the history of its head scores (metrics.json "
                           "'formation'): --plot needs a sweep such as experiment=induction_formation")
-    fig = Figure(figsize=(8.5, 8.0), dpi=100, layout="constrained")
+    fig = Figure(figsize=(8.5, 10.0), dpi=100, layout="constrained")
     axes = fig.subplots(len(PANELS), 1, sharex=True)
     formations: dict[int, list[tuple[str, str, float]]] = {}  # formation step -> (seed, colour, induction score)
     for index, (group, jobs) in enumerate(groups):
@@ -68,7 +69,7 @@ def formation_figure(sweep: Sweep, path: Path) -> Path:
         ax.set_ylabel(title)
         ax.grid(alpha=0.3)
     axes[1].set_ylim(0, 1)
-    axes[2].set_ylim(0, 1)
+    axes[-1].set_ylim(0, 1)
     axes[0].legend(fontsize=8, title="one line per seed", title_fontsize=8)
     axes[-1].legend(fontsize=8, loc="lower right")
     axes[-1].set_xlabel("training step (dots: each run's formation step)")

@@ -8,6 +8,10 @@ scores and ablation drops beside them, and any sentence run through the run's ch
   are read.
 - :mod:`~attention_lab.tensorboard_plugin.run_data`: a run's maps and scores through TensorBoard's data provider.
 - :mod:`~attention_lab.tensorboard_plugin.sentence`: a run's checkpoint on a new sentence.
+- :mod:`~attention_lab.tensorboard_plugin.circuit_views`: the logged composition, copying, patching and
+  loss-by-index scalars as grids and a step x index heatmap.
+- :mod:`~attention_lab.tensorboard_plugin.checkpoint_circuits`: a head's QK and OV word tables, direct logit
+  attribution of a sentence and patching of a typed pair, from the run's checkpoint.
 - :mod:`~attention_lab.tensorboard_plugin.plugin`: the ``TBPlugin`` and its routes (``static/``: the page).
 
 TensorBoard imports the plugin at start-up; nothing here imports torch until a sentence is asked for.

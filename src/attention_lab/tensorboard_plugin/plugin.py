@@ -2,7 +2,10 @@
 
 Routes, under ``/data/plugin/attention_lab/``: the page's modules and style (all shipped in the package: the
 tab works offline), ``runs``, ``maps?run=&step=``, ``scores?run=&step=`` (with the head to open on and the
-redundant heads, :mod:`~attention_lab.tensorboard_plugin.focus`) and ``sentence?run=&text=``. Every
+redundant heads, :mod:`~attention_lab.tensorboard_plugin.focus`) and ``sentence?run=&text=``; the circuits
+(:mod:`~attention_lab.tensorboard_plugin.circuit_views`, :mod:`~attention_lab.tensorboard_plugin.checkpoint_circuits`):
+``circuits?run=&step=``, ``head_circuit?run=&layer=&head=&k=``, ``attribution?run=&text=`` and
+``patch_pair?run=&clean=&corrupted=``. Every
 response goes through TensorBoard's ``http_util.Respond`` (``X-Content-Type-Options: nosniff``); a request
 that cannot be answered gets JSON ``{"error": "<one line>"}`` for the tab to print, never a traceback (an
 unexpected failure too: its traceback goes to TensorBoard's log, the page gets one line).
@@ -18,6 +21,8 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
+from attention_lab.tensorboard_plugin.checkpoint_circuits import TOP_K, CheckpointCircuits
+from attention_lab.tensorboard_plugin.circuit_views import circuit_views
 from attention_lab.tensorboard_plugin.declared import DeclaredSizes
 from attention_lab.tensorboard_plugin.focus import annotate, task_kind
 from attention_lab.tensorboard_plugin.run_data import NoMaps, Source
@@ -36,6 +41,7 @@ PAGE_FILES = {
     "/scores.js": STATIC / "scores.js",
     "/controls.js": STATIC / "controls.js",
     "/export.js": STATIC / "export.js",
+    "/circuits.js": STATIC / "circuits.js",
     "/style.css": STATIC / "style.css",
     "/head_view.js": HEAD_VIEW,
 }
@@ -58,6 +64,14 @@ def step_argument(request) -> int | None:
         raise BadRequest(f"step={value!r} is not a whole number") from None
 
 
+def whole_number(request, name: str) -> int:
+    value = required(request, name)
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequest(f"{name}={value!r} is not a whole number") from None
+
+
 def required(request, name: str) -> str:
     value = request.args.get(name)
     if value is None:
@@ -73,6 +87,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         self.logdir = context.logdir or ""
         self.sentences = SentenceModels(self.logdir)
         self.declared = DeclaredSizes(self.logdir)
+        self.circuits = CheckpointCircuits(self.sentences)
 
     def is_active(self) -> bool:
         # Listed with any logdir: runs without records get a message in the tab, not a missing tab.
@@ -84,7 +99,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def get_plugin_apps(self) -> dict:
         apps = {route: self.page_file(path) for route, path in PAGE_FILES.items()}
         apps.update({"/runs": self.serve_runs, "/maps": self.serve_maps, "/scores": self.serve_scores,
-                     "/sentence": self.serve_sentence})
+                     "/sentence": self.serve_sentence, "/circuits": self.serve_circuits,
+                     "/head_circuit": self.serve_head_circuit, "/attribution": self.serve_attribution,
+                     "/patch_pair": self.serve_patch_pair})
         return apps
 
     @staticmethod
@@ -145,3 +162,23 @@ class AttentionPlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     def serve_sentence(self, request):
         return self.answer(request, lambda: self.sentences.maps(self.known_run(request), required(request, "text")))
+
+    @wrappers.Request.application
+    def serve_circuits(self, request):
+        return self.answer(request, lambda: circuit_views(self.source(request), self.known_run(request),
+                                                          step_argument(request)))
+
+    @wrappers.Request.application
+    def serve_head_circuit(self, request):
+        return self.answer(request, lambda: self.circuits.word_tables(
+            self.known_run(request), whole_number(request, "layer"), whole_number(request, "head"),
+            whole_number(request, "k") if "k" in request.args else TOP_K))
+
+    @wrappers.Request.application
+    def serve_attribution(self, request):
+        return self.answer(request, lambda: self.circuits.attribution(self.known_run(request), required(request, "text")))
+
+    @wrappers.Request.application
+    def serve_patch_pair(self, request):
+        return self.answer(request, lambda: self.circuits.patch_pair(
+            self.known_run(request), required(request, "clean"), required(request, "corrupted")))

@@ -7,6 +7,7 @@ import { mountHeadView } from "./head_view.js";
 import { addScoreLinks, gridLinks, headViewLinks, mapLinks } from "./export.js";
 import { describeCell, heatmap, mapsGrid, scaleLegend } from "./heatmaps.js";
 import { scoresView } from "./scores.js";
+import { createCircuits } from "./circuits.js";
 
 function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -53,8 +54,9 @@ export function createPanel(entry, api) {
   headViewBox.appendChild(hvExport);
   const detail = element("div", "row detail");
   detail.append(enlargedBox, headViewBox);
+  const circuits = createCircuits(run, api);  // composition, patching, loss by index, word tables, attribution
   const body = element("div", "panel-body");
-  body.append(source, hoverInfo, overview, detail, tooltip);
+  body.append(source, hoverInfo, overview, detail, circuits.root, tooltip);
   root.append(title, message, body);
 
   // chosen: a map was clicked (the focus no longer moves the enlarged head); pointer: where the cursor last
@@ -117,6 +119,7 @@ export function createPanel(entry, api) {
     enlarged.appendChild(mapLinks(data, layer, head, entry.label, shown));
     hvExport.replaceChildren(headViewLinks(svg, hvStatus, data, entry.label, shown));
     rehover(data);
+    circuits.showHead(layer, head);
     const viewData = { query_words: data.query_words, key_words: data.key_words, query_axis: data.query_axis,
                        weights: data.weights, scale: data.scale };
     if (state.headView) state.headView.setData(viewData);
@@ -156,6 +159,7 @@ export function createPanel(entry, api) {
       const logged = [...state.steps].reverse().find(s => s <= step) ?? state.steps[0];
       const request = ++state.request;
       root.dataset.state = "loading";
+      circuits.showStep(logged);
       // the scores of the same step, asked for at once: they say which head to enlarge before the maps are drawn
       const [reply, scoresReply] = await Promise.all([fetchStep(logged), api.get("scores", { run, step: logged })]);
       if (request !== state.request) return;  // a newer step was asked for meanwhile
@@ -172,6 +176,7 @@ export function createPanel(entry, api) {
     },
     async showSentence(text) {
       const request = ++state.request;
+      circuits.showSentence(text);
       root.dataset.state = "loading";
       const reply = await api.get("sentence", { run, text });
       if (request !== state.request) return;
@@ -189,6 +194,7 @@ export function createPanel(entry, api) {
     },
     clearSentence() {
       state.sentence = null;
+      circuits.clearSentence();
       say(state.runMessage);
       draw();
       root.dataset.state = state.data ? "maps" : "message";

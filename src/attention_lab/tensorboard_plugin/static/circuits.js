@@ -1,0 +1,260 @@
+// The circuits of one run, below its maps: at the slider's step the composition scores between layers, the
+// copying scores and the patching recovery (logged scalars), with the loss by target index over every step;
+// for the enlarged head its QK and OV word tables from the checkpoint; for a typed sentence the direct logit
+// attribution of every head; and a clean / corrupted pair typed here, patched head by head. Words and values
+// are set with textContent only. Each view's element has data-view; a value cell has data-value.
+
+import { weightColor } from "./heatmaps.js";
+import { formatValue } from "./scores.js";
+
+const UNIT = { vmin: 0, vmax: 1, signed: false };
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function signedScale(values) {
+  const top = Math.max(1e-9, ...values.filter(v => v !== null).map(Math.abs));
+  return { vmin: -top, vmax: top, signed: true };
+}
+
+function textColour(value, scale) {
+  if (value === null) return "#222";
+  return (scale.signed ? Math.abs(value) < 0.6 * scale.vmax : (value - scale.vmin) / (scale.vmax - scale.vmin) > 0.6)
+    ? "#222" : "#fff";
+}
+
+// A table of coloured values: rows x columns, with an optional last column (e.g. the whole layer).
+function valueTable({ view, caption, title, rows, columns, cells, scale, last }) {
+  const table = element("table", "circuit-grid");
+  table.dataset.view = view;
+  const captionNode = table.createCaption();
+  captionNode.textContent = caption;
+  if (title) captionNode.title = title;
+  const header = table.createTHead().insertRow();
+  header.appendChild(element("th", "", ""));
+  for (const column of columns) header.appendChild(element("th", "", column));
+  if (last) header.appendChild(element("th", "", last.label));
+  const body = table.createTBody();
+  cells.forEach((row, r) => {
+    const tr = body.insertRow();
+    tr.appendChild(element("th", "", rows[r]));
+    for (const value of last ? [...row, last.values[r]] : row) {
+      const td = element("td", "score", value === null || value === undefined ? "–" : formatValue(value, 2));
+      const shown = value === undefined ? null : value;
+      td.dataset.value = shown === null ? "" : String(shown);
+      td.style.background = shown === null ? "#eee" : weightColor(shown, scale);
+      td.style.color = textColour(shown, scale);
+      tr.appendChild(td);
+    }
+  });
+  return table;
+}
+
+const heads = count => Array.from({ length: count }, (_, h) => "h" + h);
+const layers = count => Array.from({ length: count }, (_, l) => "layer " + l);
+const stepNote = grid => " · step " + grid.step + (grid.logged_step !== undefined && grid.logged_step !== grid.step
+  ? " (logged at " + grid.logged_step + ")" : "");
+
+function compositionTables(grids) {
+  return grids.map(g => valueTable({ view: "composition", caption: g.kind.toUpperCase() + "-composition L" +
+      g.writer_layer + " → L" + g.reader_layer + stepNote(g), title: g.description + "; rows: heads of layer " +
+      g.writer_layer + " (writers), columns: heads of layer " + g.reader_layer + " (readers)",
+    rows: heads(g.cells.length).map(h => "L" + g.writer_layer + " " + h), columns: heads(g.cells[0].length),
+    cells: g.cells, scale: UNIT }));
+}
+
+// Step x target index: the loss falling in the later targets is the induction heads forming (Olsson et al.).
+function lossByIndex(data, step) {
+  const values = data.values.flat().filter(v => v !== null);
+  const low = values.length ? Math.min(...values) : 0;  // every value missing (NaN): an empty 0..1 scale
+  const scale = { vmin: low, vmax: Math.max(low + 1e-9, ...values), signed: false };
+  const box = element("figure", "loss-by-index");
+  box.dataset.view = "loss-by-index";
+  box.appendChild(element("figcaption", "", "Loss by target index (rows: logged steps)")).title = data.description;
+  const cellW = Math.max(8, Math.min(24, Math.floor(240 / data.indices)));
+  const cellH = Math.max(2, Math.min(14, Math.floor(220 / data.steps.length)));
+  const left = 48, top = 14;
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("width", left + data.indices * cellW + 4);
+  svg.setAttribute("height", top + data.steps.length * cellH + 4);
+  const add = (name, attrs, text) => {
+    const node = document.createElementNS("http://www.w3.org/2000/svg", name);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    svg.appendChild(node);
+    return node;
+  };
+  // the row of the maps' step: the last logged at or before it (a validation is logged one step before its maps)
+  const current = data.steps.reduce((found, s, i) => (s <= step ? i : found), -1);
+  data.steps.forEach((s, row) => data.values[row].forEach((value, index) => {
+    const rect = add("rect", { class: "cell", x: left + index * cellW, y: top + row * cellH, width: cellW, height: cellH,
+      fill: value === null ? "#eee" : weightColor(value, scale), "data-step": s, "data-index": index,
+      "data-value": value === null ? "" : value });
+    const tip = document.createElementNS("http://www.w3.org/2000/svg", "title");
+    tip.textContent = "step " + s + " · target " + index + " · loss " + (value === null ? "–" : formatValue(value, 3));
+    rect.appendChild(tip);
+  }));
+  for (let index = 0; index < data.indices; index += Math.max(1, Math.ceil(data.indices / 8)))
+    add("text", { class: "axis", x: left + index * cellW + cellW / 2, y: 10, "text-anchor": "middle" }, String(index));
+  add("text", { class: "axis", x: left - 4, y: top + cellH, "text-anchor": "end" }, String(data.steps[0]));
+  add("text", { class: "axis", x: left - 4, y: top + data.steps.length * cellH, "text-anchor": "end" },
+      String(data.steps[data.steps.length - 1]));
+  if (current >= 0)
+    add("rect", { class: "current-step", x: left - 1, y: top + current * cellH - 1, width: data.indices * cellW + 2,
+      height: cellH + 2, "data-step": data.steps[current] });
+  box.appendChild(svg);
+  box.appendChild(element("p", "note", "loss " + formatValue(scale.vmin, 2) + " (dark) to " + formatValue(scale.vmax, 2) +
+    " (light); outlined: the slider's step"));
+  return box;
+}
+
+function wordTable(view, caption, rows) {
+  const box = element("div", "word-table");
+  box.dataset.view = view;
+  box.appendChild(element("p", "word-table-caption", caption));
+  const scroll = element("div", "word-scroll");
+  const table = element("table", "words");
+  const body = table.createTBody();
+  for (const row of rows) {
+    const tr = body.insertRow();
+    tr.appendChild(element("th", "", row.word));
+    for (const [word, value] of row.top) {
+      const td = element("td", word === row.word ? "self" : "", word + " " + (value === null ? "–" : formatValue(value, 2)));
+      td.dataset.word = word;
+      td.dataset.value = value === null ? "" : String(value);
+      tr.appendChild(td);
+    }
+  }
+  scroll.appendChild(table);
+  box.appendChild(scroll);
+  return box;
+}
+
+// The sentence's direct logit attribution at one position: a layers x heads grid and the rest.
+function attributionView(data, position, onPosition) {
+  const box = element("div", "attribution");
+  box.dataset.view = "attribution";
+  const picker = element("select", "attribution-position");
+  picker.setAttribute("aria-label", "position");
+  data.words.forEach((word, t) => picker.appendChild(new Option(t + ": " + word + " → " + data.predictions[t], String(t))));
+  picker.value = String(position);
+  picker.addEventListener("change", () => onPosition(Number(picker.value)));
+  const cells = data.heads.map(layer => layer.map(share => share[position]));
+  const scale = signedScale(cells.flat());
+  box.append(element("span", "", "Direct logit attribution at "), picker,
+    valueTable({ view: "attribution-grid", caption: "each head's share of the logit of “" + data.predictions[position] + "”",
+      title: "the head's output through out_proj, the final LayerNorm (linearised with this sentence's scale) and " +
+        "the unembedding, at the predicted word", rows: layers(cells.length), columns: heads(cells[0].length), cells, scale }),
+    element("p", "attribution-sum", "logit " + formatValue(data.logit[position], 3) + " = heads " +
+      formatValue(data.logit[position] - data.rest[position], 3) + " + rest " + formatValue(data.rest[position], 3) +
+      " (embeddings, biases, MLPs)"));
+  return box;
+}
+
+function pairView(data) {
+  const box = element("div", "pair-result");
+  box.appendChild(element("p", "pair-summary", "clean → “" + data.clean_prediction + "”, corrupted → “" +
+    data.corrupted_prediction + "”; logit difference " + formatValue(data.clean_diff, 3) + " clean, " +
+    formatValue(data.corrupted_diff, 3) + " corrupted"));
+  box.appendChild(valueTable({ view: "pair-patching", caption: "fraction restored by the head's clean output",
+    title: "(patched − corrupted) / (clean − corrupted) of logit(clean prediction) − logit(corrupted prediction) " +
+      "after the last word", rows: layers(data.cells.length), columns: heads(data.cells[0].length), cells: data.cells,
+    scale: { vmin: -1, vmax: 1, signed: true }, last: { label: "all", values: data.whole_layer } }));
+  return box;
+}
+
+// run: the run's name; api: {get(route, params) -> Promise<{ok, data}>}
+export function createCircuits(run, api) {
+  const root = element("div", "circuits");
+  root.appendChild(element("h4", "circuits-title", "Circuits"));
+  const logged = element("div", "row circuits-logged");
+  const head = element("div", "circuits-head");
+  const sentence = element("div", "circuits-sentence");
+  const form = element("form", "pair-form");
+  const clean = element("input", "pair-clean");
+  const corrupted = element("input", "pair-corrupted");
+  clean.placeholder = "clean sentence"; corrupted.placeholder = "corrupted: the same length, one word changed";
+  clean.setAttribute("aria-label", "clean sentence"); corrupted.setAttribute("aria-label", "corrupted sentence");
+  const patch = element("button", "pair-run", "Patch every head");
+  patch.type = "submit";
+  form.append(element("span", "", "Patching: "), clean, corrupted, patch);
+  const pair = element("div", "pair-box");
+  pair.dataset.view = "pair";
+  root.append(logged, head, sentence, form, pair);
+  const state = { step: null, head: null, request: 0, headRequest: 0, sentenceRequest: 0, tables: new Map() };
+
+  const note = text => element("p", "note", text);
+
+  async function showStep(step) {
+    const request = ++state.request;
+    const reply = await api.get("circuits", { run, step });
+    if (request !== state.request) return;
+    if (!reply.ok) { logged.replaceChildren(note(reply.data.error)); return; }
+    const data = reply.data, views = [];
+    if (data.composition.length) {
+      const box = element("div", "composition");
+      box.append(element("p", "circuit-caption", "Composition (0..1)"), ...compositionTables(data.composition));
+      views.push(box);
+    }
+    if (data.copying) views.push(valueTable({ view: "copying", caption: "Copying" + stepNote(data.copying),
+      title: data.copying.description, rows: layers(data.copying.cells.length), columns: heads(data.copying.cells[0].length),
+      cells: data.copying.cells, scale: { vmin: -1, vmax: 1, signed: true } }));
+    if (data.patching) views.push(valueTable({ view: "patching", caption: "Patching recovery" + stepNote(data.patching),
+      title: data.patching.description, rows: layers(data.patching.cells.length),
+      columns: heads(data.patching.cells[0].length), cells: data.patching.cells, scale: { vmin: -1, vmax: 1, signed: true },
+      last: { label: "all", values: data.patching.whole_layer } }));
+    if (data.loss_by_index) views.push(lossByIndex(data.loss_by_index, step));
+    logged.replaceChildren(...(views.length ? views
+      : [note("no composition, copying, patching or loss-by-index scalars logged at or before this step")]));
+    root.dataset.step = String(step);
+  }
+
+  async function showHead(layer, headIndex) {
+    const key = layer + "/" + headIndex;
+    if (state.head === key) return;
+    state.head = key;
+    const request = ++state.headRequest;
+    head.dataset.state = "loading";
+    if (!state.tables.has(key)) state.tables.set(key, api.get("head_circuit", { run, layer, head: headIndex }));
+    const reply = await state.tables.get(key);
+    if (request !== state.headRequest) return;
+    if (!reply.ok) { state.tables.delete(key); head.replaceChildren(note(reply.data.error)); head.dataset.state = "message"; return; }
+    const d = reply.data;
+    const cut = d.rows < d.vocab_size ? " (the first " + d.rows + " of " + d.vocab_size + " words)" : "";
+    head.replaceChildren(element("p", "circuit-caption", "Word tables of layer " + d.layer + ", head " + d.head +
+      " (" + d.checkpoint + ", step " + d.step + "): top " + d.k + " words a row" + cut),
+      element("div", "row", undefined));
+    head.lastChild.append(
+      wordTable("qk-table", "QK: query word → the key words it looks for", d.qk),
+      wordTable("ov-table", "OV: attended word → the words it makes the head predict (bold: itself)", d.ov));
+    head.dataset.state = "tables";
+    head.dataset.head = key;
+  }
+
+  async function showSentence(text) {
+    const request = ++state.sentenceRequest;
+    const reply = await api.get("attribution", { run, text });
+    if (request !== state.sentenceRequest) return;
+    if (!reply.ok) { sentence.replaceChildren(note(reply.data.error)); return; }
+    const draw = position => sentence.replaceChildren(attributionView(reply.data, position, draw));
+    draw(reply.data.words.length - 1);
+  }
+
+  form.addEventListener("submit", async event => {
+    event.preventDefault();
+    if (!clean.value.trim() || !corrupted.value.trim()) return;
+    pair.dataset.state = "loading";
+    const reply = await api.get("patch_pair", { run, clean: clean.value, corrupted: corrupted.value });
+    pair.replaceChildren(reply.ok ? pairView(reply.data) : note(reply.data.error));
+    pair.dataset.state = reply.ok ? "patched" : "message";
+  });
+
+  return {
+    root, showStep, showHead, showSentence,
+    clearSentence() { state.sentenceRequest++; sentence.replaceChildren(); },
+  };
+}
