@@ -5,10 +5,11 @@
     python scripts/snapshot.py <run dir> --out somewhere/run.html
 
 Reads the run's TensorBoard records as the attention tab reads them (the probe's maps at every logged step, and
-the head scores, ablations and patching logged at or before each) and writes one HTML page that shows them with
+the head scores, ablations, patching and circuits logged at or before each) and writes one HTML page that shows them with
 the tab's own code: the step slider, every head's map, the enlarged head and its head view, the score tables,
 and SVG · PNG · CSV downloads under each. Everything is inside the file (data, script, style): it opens from
-disk with no TensorBoard and no network, to mail or attach to a report. It needs no checkpoint, and no torch.
+disk with no TensorBoard and no network, to mail or attach to a report. It needs no checkpoint. A bad run
+dir is one line, answered before torch is imported.
 
 Written to <run>/visualize/snapshot-<timestamp>.html (never overwriting), or to --out. The run dir is data: a
 visualize/ in it that links elsewhere is refused, and the page is written as a new file, never through a link.

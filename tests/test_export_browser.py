@@ -27,7 +27,8 @@ WORDS = ["Life", XSS, 'a,"b', "=cmd"]
 STEPS = [0, 10, 20, 40]
 SCALARS = {"head_score/previous_token/layer0/head0": [(9, 0.5), (19, 0.75)],
            "head_score/previous_token/layer1/head2": [(9, 0.125), (19, 0.875)],
-           "ablation/zero/loss/layer0/head1": [(39, -0.25)], "ablation/zero/loss/layer0/all": [(39, 0.5)]}
+           "ablation/zero/loss/layer0/head1": [(39, -0.25)], "ablation/zero/loss/layer0/all": [(39, 0.5)],
+           "patching/logit_diff/layer1/head2": [(39, 0.5)], "val/loss_by_index/0": [(9, 2.0), (39, 0.5)]}
 PANEL = "document.querySelector('section.panel')"
 
 
@@ -205,7 +206,8 @@ def test_every_score_table_downloads_as_svg_png_and_csv(chromium, tensorboard, d
     grids = tensorboard.get_json("/data/plugin/attention_lab/scores", run=run, step=str(data["step"]))["grids"]
     families = chromium.evaluate(f"[...{PANEL}.querySelectorAll('table.score-grid')].map(t => t.dataset.family)")
     assert families == ["head_score/previous_token", "ablation/zero/loss"]
-    for index, grid in enumerate(sorted(grids, key=lambda g: families.index(g["family"]))):
+    shown = sorted((g for g in grids if g["family"] in families), key=lambda g: families.index(g["family"]))
+    for index, grid in enumerate(shown):
         links = f"{PANEL}.querySelectorAll('table.score-grid')[{index}].parentElement.querySelector('.export-links')"
         _, csv_data = download(chromium, downloads, links, "csv")
         rows = read_csv(csv_data)
@@ -247,6 +249,10 @@ def test_the_offline_snapshot_shows_every_logged_step_without_the_network(chromi
             captions = chromium.evaluate(f"[...{PANEL}.querySelectorAll('table.score-grid caption')]"
                                          ".map(c => c.textContent)")
             assert len(captions) == {0: 0, 10: 1, 20: 1, 40: 2}[step], captions
+            # the circuits logged at or before the step, and the loss by index of every step, from the page too
+            wait_for(chromium, f"{PANEL}.querySelector('.circuits').dataset.step === '{step}'", f"circuits at {step}")
+            assert chromium.evaluate(f"!!{PANEL}.querySelector('table.circuit-grid[data-view=patching]')") == (step == 40)
+            assert chromium.evaluate(f"!!{PANEL}.querySelector('[data-view=loss-by-index]')") is True
         # the snapshot exports too, offline: the CSV of the last step's enlarged map
         _, csv_data = download(chromium, downloads, f"{PANEL}.querySelector('.enlarged .export-links')", "csv")
         assert [float(v) for row in read_csv(csv_data)[1:] for v in row[1:]] == pytest.approx(shown_before)

@@ -25,7 +25,8 @@ WORDS = ["Life", XSS, 'a,"b', "=cmd"]
 # (values exact in float32, as scalars are stored)
 SCALARS = {"head_score/previous_token/layer0/head0": [(9, 0.5), (19, 0.75)],
            "head_score/previous_token/layer1/head2": [(9, 0.125), (19, 0.875)],
-           "ablation/zero/loss/layer0/all": [(19, 0.25)]}
+           "ablation/zero/loss/layer0/all": [(19, 0.25)], "patching/logit_diff/layer1/head1": [(19, 0.5)],
+           "val/loss_by_index/0": [(9, 2.0), (19, 1.5)], "val/loss_by_index/1": [(9, 1.0), (19, 0.25)]}
 
 
 def script_main():
@@ -64,6 +65,10 @@ def test_the_page_holds_every_logged_step_and_its_scores(run_dir):
     assert cells["10"]["head_score/previous_token"] == [[0.5, None, None], [None, None, 0.125]]
     assert cells["20"]["head_score/previous_token"] == [[0.75, None, None], [None, None, 0.875]]
     assert [g["whole_layer"] for g in run["scores"]["20"]["grids"] if g["family"] == "ablation/zero/loss"] == [[0.25]]
+    # the circuits route's logged views at each step, the loss by index once for every step
+    assert run["circuits"]["10"]["patching"] is None
+    assert run["circuits"]["20"]["patching"]["cells"] == [[None, None], [None, 0.5]]  # as many heads as logged
+    assert run["loss_by_index"]["steps"] == [9, 19] and run["loss_by_index"]["values"] == [[2.0, 1.0], [1.5, 0.25]]
     # everything inline, and the probe's words only as data
     for external in ("<link", " src=\"", "@import", "url(", "https://", "fetch("):
         assert external not in page
@@ -151,8 +156,7 @@ def test_help_and_errors_come_without_torch(tmp_path):
     code = ("import sys, runpy; sys.argv = sys.argv[1:]\n"
             "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit:\n    pass\n"
             "print('torch imported:', 'torch' in sys.modules)")
-    write_run(tmp_path / "run", steps=[0], words=WORDS)
-    proc = run_script("-c", code, str(SCRIPT), str(tmp_path / "run"), "--out", str(tmp_path / "page.html"))
-    assert "torch imported: False" in proc.stdout and (tmp_path / "page.html").is_file(), proc.stdout + proc.stderr
+    proc = run_script("-c", code, str(SCRIPT), str(tmp_path / "missing"))
+    assert "torch imported: False" in proc.stdout and "does not exist" in proc.stderr, proc.stdout + proc.stderr
     proc = run_script(SCRIPT)
     assert proc.returncode == 2 and proc.stderr.startswith("error: a run dir is required")

@@ -90,7 +90,8 @@ def check_run_dir(path: Path) -> Path:
 
 def read_runs(run_dir: Path) -> list[dict]:
     """Every TensorBoard run under ``<run_dir>/tensorboard`` that holds the probe's maps: its words, its maps at
-    every logged step and, for each step, the scores route's answer (grids, focus, redundancy)."""
+    every logged step and, for each step, the answers of the scores route (grids, focus, redundancy) and of the
+    circuits route (composition, copying, patching; the loss by index once)."""
     from tensorboard import context
     from tensorboard.backend.event_processing import (
         data_provider,
@@ -100,6 +101,7 @@ def read_runs(run_dir: Path) -> list[dict]:
     )
     from tensorboard.plugins.scalar import metadata as scalar_metadata
 
+    from attention_lab.tensorboard_plugin.circuit_views import circuit_views
     from attention_lab.tensorboard_plugin.declared import DeclaredSizes
     from attention_lab.tensorboard_plugin.focus import annotate, task_kind
     from attention_lab.tensorboard_plugin.run_data import NoMaps, Source
@@ -134,11 +136,15 @@ def read_runs(run_dir: Path) -> list[dict]:
         except NoMaps as err:
             raise ReviewError(f"run {name}: {err.reason}") from None
         series, kind = source.score_series(name), task_kind(str(root), name)
+        # the circuits route's logged views at each step; its loss-by-index heatmap covers every step: kept once
+        circuits = {str(m["step"]): circuit_views(source, name, m["step"]) for m in maps}
+        loss_by_index = [views.pop("loss_by_index") for views in circuits.values()][-1]
         runs.append({"run": name, "label": run_label(name), "query_words": maps[0]["query_words"],
                      "key_words": maps[0]["key_words"], "query_axis": maps[0]["query_axis"],
                      "maps": [{"step": m["step"], "weights": m["weights"], "scale": m["scale"]} for m in maps],
                      "scores": {str(m["step"]): annotate([grid.to_json() for grid in grids_at(series, m["step"])],
-                                                         m["step"], kind) for m in maps}})
+                                                         m["step"], kind) for m in maps},
+                     "circuits": circuits, "loss_by_index": loss_by_index})
     return runs
 
 

@@ -4,7 +4,8 @@
 import { createControls } from "./controls.js";
 import { createPanel } from "./panel.js";
 
-// snapshot.runs[i]: {run, label, query_words, key_words, query_axis, maps: [{step, weights, scale}], scores: {step: reply}}
+// snapshot.runs[i]: {run, label, query_words, key_words, query_axis, maps: [{step, weights, scale}], scores: {step: reply},
+//   circuits: {step: reply less its loss_by_index}, loss_by_index} (review/snapshot.py)
 export function snapshotApi(snapshot) {
   const byRun = new Map(snapshot.runs.map(run => [run.run, run]));
   async function get(route, params) {
@@ -18,6 +19,8 @@ export function snapshotApi(snapshot) {
         key_words: run.key_words, query_axis: run.query_axis, weights: chosen.weights, scale: chosen.scale } };
     if (route === "scores")
       return { ok: true, data: run.scores[String(chosen.step)] || { grids: [], focus: null, redundancy: null } };
+    if (route === "circuits" && run.circuits[String(chosen.step)])
+      return { ok: true, data: { ...run.circuits[String(chosen.step)], loss_by_index: run.loss_by_index } };
     return { ok: false, data: { error: "a snapshot holds the logged steps only: open the run in TensorBoard's " +
       "attention tab for this" } };
   }
