@@ -153,7 +153,7 @@ def render_snapshot(title: str, runs: list[dict]) -> str:
     steps = sorted({m["step"] for run in runs for m in run["maps"]})
     note = (f"Written by scripts/snapshot.py on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: the attention of "
             f"the probe sentence at each of the {len(steps)} logged steps ({steps[0]} to {steps[-1]}), with the head "
-            "scores logged at or before each. Everything is in this file: it needs no TensorBoard and no network. "
+            "scores and circuits logged at or before each. Everything is in this file: it needs no TensorBoard and no network. "
             "Under every map and table: SVG · PNG · CSV.")
     data = {"title": title, "note": note, "runs": runs}
     values = {"TITLE": html.escape(title), "STYLE": tab_style(), "DATA": json_for_script(data),
