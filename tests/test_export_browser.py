@@ -256,6 +256,8 @@ def test_the_offline_snapshot_shows_every_logged_step_without_the_network(chromi
         # the snapshot exports too, offline: the CSV of the last step's enlarged map
         _, csv_data = download(chromium, downloads, f"{PANEL}.querySelector('.enlarged .export-links')", "csv")
         assert [float(v) for row in read_csv(csv_data)[1:] for v in row[1:]] == pytest.approx(shown_before)
+        _, png = download(chromium, downloads, f"{PANEL}.querySelector('.enlarged .export-links')", "png")
+        assert png.startswith(b"\x89PNG\r\n\x1a\n")  # a page from disk may draw its SVG on a canvas, too
         requests = [e["params"]["request"]["url"] for e in chromium.events
                     if e.get("method") == "Network.requestWillBeSent"]
         assert requests and all(url.startswith(("file:", "data:", "blob:", "about:")) for url in requests), requests
