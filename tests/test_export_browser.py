@@ -258,6 +258,12 @@ def test_the_offline_snapshot_shows_every_logged_step_without_the_network(chromi
         assert [float(v) for row in read_csv(csv_data)[1:] for v in row[1:]] == pytest.approx(shown_before)
         _, png = download(chromium, downloads, f"{PANEL}.querySelector('.enlarged .export-links')", "png")
         assert png.startswith(b"\x89PNG\r\n\x1a\n")  # a page from disk may draw its SVG on a canvas, too
+        # the circuits' tables too: the patching recovery logged at step 39, shown with the maps of step 40
+        patching = f"{PANEL}.querySelector('table.circuit-grid[data-view=patching]').parentElement"
+        wait_for(chromium, f"!!{patching}.querySelector('.export-links')", "the patching table's links")
+        _, csv_data = download(chromium, downloads, f"{patching}.querySelector('.export-links')", "csv")
+        assert read_csv(csv_data) == [["", "h0", "h1", "h2", "all"], ["layer 0", "", "", "", ""],
+                                      ["layer 1", "", "", "0.5", ""]]
         requests = [e["params"]["request"]["url"] for e in chromium.events
                     if e.get("method") == "Network.requestWillBeSent"]
         assert requests and all(url.startswith(("file:", "data:", "blob:", "about:")) for url in requests), requests

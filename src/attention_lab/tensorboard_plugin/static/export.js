@@ -62,6 +62,13 @@ export function gridCsv(grid) {
   return csvText([header, ...grid.cells.map((row, l) => [l, ...row, ...(withLayer ? [grid.whole_layer[l]] : [])])]);
 }
 
+// A table of values drawn by another view (circuits.js: table.circuit-grid), each cell's number in data-value:
+// its header row, then one row per row label.
+export function domTableCsv(table) {
+  return csvText([...table.querySelectorAll("tr")].map(tr => [...tr.children].map(cell =>
+    cell.tagName === "TD" ? (cell.dataset.value === "" ? null : Number(cell.dataset.value)) : cell.textContent)));
+}
+
 // ------------------------------------------------------------------------------------------------------- SVG
 
 // parts: SVG drawings stacked under a title, on white, as one standalone SVG document.
@@ -232,7 +239,7 @@ export function exportLinks(name, make) {
 }
 
 // The links under every layer's and head's map (all of them), under the enlarged map (its head), under the head
-// view and under each score table. what: "step 20" or "sentence"; label: the run's label.
+// view, under each score table and each logged circuit table. what: "step 20" or "sentence"; label: the run's label.
 export function gridLinks(data, label, what) {
   return exportLinks(fileName(label, what, "all-heads"),
     { svg: () => allMapsSvg(data, label + " · " + what + " · every layer and head"), csv: () => allMapsCsv(data) });
@@ -262,5 +269,18 @@ export function addScoreLinks(box, reply, label) {
     table.replaceWith(wrap);
     wrap.append(table, exportLinks(fileName(label, "step " + grid.step, grid.family),
       { svg: () => tableSvg(table, title), csv: () => gridCsv(grid) }));
+  }
+}
+
+// The circuits' tables of logged values (table.circuit-grid under ``box``) that have no links yet.
+export function addTableLinks(box, label) {
+  for (const table of box.querySelectorAll("table.circuit-grid")) {
+    if (table.parentElement.classList.contains("exported")) continue;
+    const caption = table.caption ? table.caption.textContent : "table";
+    const wrap = document.createElement("div");
+    wrap.className = "exported";
+    table.replaceWith(wrap);
+    wrap.append(table, exportLinks(fileName(label, caption),
+      { svg: () => tableSvg(table, label + " · " + caption), csv: () => domTableCsv(table) }));
   }
 }

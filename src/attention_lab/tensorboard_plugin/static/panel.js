@@ -4,7 +4,7 @@
 // shows ("loading", "maps", "message"), and data-step which logged step.
 
 import { mountHeadView } from "./head_view.js";
-import { addScoreLinks, gridLinks, headViewLinks, mapLinks } from "./export.js";
+import { addScoreLinks, addTableLinks, gridLinks, headViewLinks, mapLinks } from "./export.js";
 import { describeCell, heatmap, mapsGrid, scaleLegend } from "./heatmaps.js";
 import { scoresView } from "./scores.js";
 import { createCircuits } from "./circuits.js";
@@ -159,7 +159,7 @@ export function createPanel(entry, api) {
       const logged = [...state.steps].reverse().find(s => s <= step) ?? state.steps[0];
       const request = ++state.request;
       root.dataset.state = "loading";
-      circuits.showStep(logged);
+      circuits.showStep(logged).then(() => addTableLinks(circuits.root, entry.label));
       // the scores of the same step, asked for at once: they say which head to enlarge before the maps are drawn
       const [reply, scoresReply] = await Promise.all([fetchStep(logged), api.get("scores", { run, step: logged })]);
       if (request !== state.request) return;  // a newer step was asked for meanwhile
