@@ -40,6 +40,7 @@ PAGE_FILES = {
     "/heatmaps.js": STATIC / "heatmaps.js",
     "/scores.js": STATIC / "scores.js",
     "/controls.js": STATIC / "controls.js",
+    "/export.js": STATIC / "export.js",
     "/circuits.js": STATIC / "circuits.js",
     "/style.css": STATIC / "style.css",
     "/head_view.js": HEAD_VIEW,

@@ -65,6 +65,13 @@ class Source:
     def maps(self, run: str, step: int | None) -> dict:
         """The probe's maps of ``run`` at the logged step closest at or before ``step`` (the last when None),
         with every logged step. Raises NoMaps."""
+        content, points = self.probe_points(run)
+        chosen = points[-1] if step is None else next((d for d in reversed(points) if d.step <= step), points[0])
+        return self.page_maps(run, content, points, chosen)
+
+    def probe_points(self, run: str) -> tuple[bytes, list]:
+        """The words of ``run``'s probe (the summary's plugin content) and its points, sorted by step (read once by an
+        offline snapshot, which holds every step). Raises NoMaps."""
         only_probe = data_provider.RunTagFilter(runs=[run], tags=[PROBE_TAG])
         series = self.provider.list_tensors(self.ctx, experiment_id=self.experiment, plugin_name=PLUGIN_NAME,
                                             run_tag_filter=only_probe).get(run, {}).get(PROBE_TAG)
@@ -75,11 +82,13 @@ class Source:
                                             run_tag_filter=only_probe, downsample=MAX_POINTS).get(run, {}).get(PROBE_TAG, [])
         if not points:
             raise NoMaps(NO_RECORDS)
-        points = sorted(points, key=lambda datum: datum.step)
+        return series.plugin_content, sorted(points, key=lambda datum: datum.step)
+
+    def page_maps(self, run: str, content: bytes, points: list, chosen) -> dict:
+        """The maps of the point ``chosen`` of ``points``, as the page reads them. Raises NoMaps."""
         steps = [datum.step for datum in points]
-        chosen = points[-1] if step is None else next((d for d in reversed(points) if d.step <= step), points[0])
         try:
-            layout = WordLayout.from_content(series.plugin_content)
+            layout = WordLayout.from_content(content)
             weights = check_weights(chosen.numpy, layout)
         except RecordError as err:
             raise NoMaps(f"the attention record of this run cannot be read ({err.field}: {err.problem}); "
@@ -95,6 +104,10 @@ class Source:
         """The head-score and ablation grids of ``run`` as logged at or before ``step``; [] when none. They are
         TensorBoard scalars when measured at every validation, this plugin's own scalars when measured once, at
         the end (:func:`~attention_lab.tensorboard_plugin.summary.end_values_summary`)."""
+        return [grid.to_json() for grid in grids_at(self.score_series(run), step)]
+
+    def score_series(self, run: str) -> dict[str, list[tuple[int, float]]]:
+        """Every head-score and ablation tag of ``run``: its (step, value) points, sorted by step."""
         series: dict[str, list[tuple[int, float]]] = {}
         for plugin in (scalar_metadata.PLUGIN_NAME, PLUGIN_NAME):
             listing = self.provider.list_scalars(self.ctx, experiment_id=self.experiment, plugin_name=plugin,
@@ -108,4 +121,4 @@ class Source:
                                               downsample=MAX_POINTS)
             series.update({tag: sorted((d.step, float(d.value)) for d in points)
                            for tag, points in read.get(run, {}).items()})
-        return [grid.to_json() for grid in grids_at(series, step)]
+        return series

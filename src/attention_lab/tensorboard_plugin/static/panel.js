@@ -4,6 +4,7 @@
 // shows ("loading", "maps", "message"), and data-step which logged step.
 
 import { mountHeadView } from "./head_view.js";
+import { addScoreLinks, addTableLinks, gridLinks, headViewLinks, mapLinks } from "./export.js";
 import { describeCell, heatmap, mapsGrid, scaleLegend } from "./heatmaps.js";
 import { scoresView } from "./scores.js";
 import { createCircuits } from "./circuits.js";
@@ -49,6 +50,8 @@ export function createPanel(entry, api) {
   enlargedBox.append(detailTitle, enlarged);
   const headViewBox = element("div", "head-view-box");
   headViewBox.append(controls, hvStatus, svg);
+  const hvExport = element("div", "hv-export");  // its export links, set by draw()
+  headViewBox.appendChild(hvExport);
   const detail = element("div", "row detail");
   detail.append(enlargedBox, headViewBox);
   const circuits = createCircuits(run, api);  // composition, patching, loss by index, word tables, attribution
@@ -106,11 +109,15 @@ export function createPanel(entry, api) {
       onSelect: (layer, head) => {
         state.selected = { layer, head }; state.chosen = true; draw(); state.headView.show(layer, [head]);
       } }));
+    const shown = state.sentence ? "sentence" : "step " + data.step;  // exports: SVG, PNG and CSV (export.js)
+    grid.appendChild(gridLinks(data, entry.label, shown));
     const { layer, head } = state.selected;
     detailTitle.textContent = "layer " + layer + ", head " + head;
     const size = Math.max(data.query_words.length, data.key_words.length);
     enlarged.replaceChildren(heatmap(data, layer, head, { cell: Math.max(14, Math.min(34, Math.floor(300 / size))),
       labels: true, onHover: hover, onLeave: unhover }));
+    enlarged.appendChild(mapLinks(data, layer, head, entry.label, shown));
+    hvExport.replaceChildren(headViewLinks(svg, hvStatus, data, entry.label, shown));
     rehover(data);
     circuits.showHead(layer, head);
     const viewData = { query_words: data.query_words, key_words: data.key_words, query_axis: data.query_axis,
@@ -122,6 +129,7 @@ export function createPanel(entry, api) {
 
   function showScores(reply) {
     scores.replaceChildren(reply.ok ? scoresView(reply.data) : element("p", "note", reply.data.error));
+    if (reply.ok) addScoreLinks(scores, reply.data, entry.label);
   }
 
   async function fetchStep(step) {
@@ -151,7 +159,7 @@ export function createPanel(entry, api) {
       const logged = [...state.steps].reverse().find(s => s <= step) ?? state.steps[0];
       const request = ++state.request;
       root.dataset.state = "loading";
-      circuits.showStep(logged);
+      circuits.showStep(logged).then(() => addTableLinks(circuits.root, entry.label));
       // the scores of the same step, asked for at once: they say which head to enlarge before the maps are drawn
       const [reply, scoresReply] = await Promise.all([fetchStep(logged), api.get("scores", { run, step: logged })]);
       if (request !== state.request) return;  // a newer step was asked for meanwhile
