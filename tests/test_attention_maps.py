@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -105,26 +106,17 @@ def test_words_are_the_tick_labels():
 
 def test_a_title_too_wide_for_the_figure_gets_a_new_figure():
     logger = AttentionMapLogger()
-    writer = RecordingWriter()
     maps = [("attention/layer0/head0", "short", np.ones((1, 1)))]
-    logger.write_maps(writer, maps, ["Hi"], ["Hi"], step=1)
+    logger.write_maps(maps, ["Hi"], ["Hi"])
     figure = logger.figures[("Hi",), ("Hi",)]
     long_title = "layer 11, head 15 · step 1234567890"
     assert not figure.fits(long_title)
-    logger.write_maps(writer, [("attention/layer0/head0", long_title, np.ones((1, 1)))], ["Hi"], ["Hi"], step=2)
+    [summary] = logger.write_maps([("attention/layer0/head0", long_title, np.ones((1, 1)))], ["Hi"], ["Hi"])
     assert logger.figures[("Hi",), ("Hi",)] is not figure
-    image = writer.images[-1][1]
+    assert summary.value[0].tag == "attention/layer0/head0"
+    image = decoded(summary.value[0].image)
     assert_same_picture(image, fresh_image(np.ones((1, 1)), ["Hi"], ["Hi"], long_title))
     assert image.shape[1] > figure.render(np.ones((1, 1)), "short").shape[1]
-
-
-class RecordingWriter:
-    def __init__(self) -> None:
-        self.images: list[tuple[str, np.ndarray, int]] = []
-
-    def add_image(self, tag, image, step, dataformats="CHW"):
-        assert dataformats == "HWC"
-        self.images.append((tag, np.array(image), step))
 
 
 # ------------------------------------------------------------------------------------------ the callback
@@ -293,9 +285,9 @@ class GatedLogger(AttentionMapLogger):
         super().__init__(**kwargs)
         self.gate = threading.Event()
 
-    def write_maps(self, *args, **kwargs) -> None:
+    def write_maps(self, *args, **kwargs) -> list:
         self.gate.wait(timeout=60)
-        super().write_maps(*args, **kwargs)
+        return super().write_maps(*args, **kwargs)
 
 
 def test_the_final_images_are_drawn_during_the_final_validation_which_waits_for_them(tmp_path):
@@ -306,13 +298,15 @@ def test_the_final_images_are_drawn_during_the_final_validation_which_waits_for_
     callback.on_train_end(trainer, module)
     callback.teardown(trainer, module, "fit")  # the end of fit does not wait for the drawing
     assert [future.done() for future in callback.pending] == [False]
+    trainer.loggers[0].finalize("success")  # as Lightning does after fit: the logger's writer is closed
     callback.gate.set()
     trainer.state = SimpleNamespace(fn="validate")
     callback.on_validation_end(trainer, module)  # train.py's final validation: waits at its end
     assert callback.pending == []
     assert [image.step for image in read_events(trainer.loggers[0]).Images("attention/layer0/head1")] == [23]
     callback.teardown(trainer, module, "validate")
-    assert callback.worker is None
+    assert callback.worker is None and callback.events is None
+    assert [p.name.endswith(".maps") for p in Path(trainer.loggers[0].log_dir).glob("events.*.maps")] == [True]
 
 
 def test_titles_name_the_run_and_cut_long_names():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -13,6 +14,9 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.path import Path
+from tensorboard.compat.proto import event_pb2
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+from torch.utils.tensorboard.summary import image, text
 
 from attention_lab.callbacks.log_schedule import is_doubling
 from attention_lab.data.corpus import PAD_ID, UNK, tokenize
@@ -86,7 +90,9 @@ class AttentionMapLogger(L.Callback):
     The weights and predictions are computed on the training thread; drawing and encoding the images happen on
     one worker thread while training goes on; the final validation (train.py's, after fit) waits for it at its end.
     Without one (a fit alone, or a run stopped by a signal), the worker finishes on its own before the process
-    exits; ``wait`` waits for it."""
+    exits; ``wait`` waits for it. The worker writes into an event file of its own in the run's TensorBoard dir
+    (TensorBoard's public EventFileWriter, as the attention tab's records): Lightning closes the logger's writer at
+    the end of fit, while the final images may still be drawing."""
 
     def __init__(self, probe: str = "Life is short, eat dessert first", every_n_steps: int = 100,
                  num_predictions: int = 4, run_name: str = "", image_every_n_steps: int | None = None) -> None:
@@ -99,6 +105,7 @@ class AttentionMapLogger(L.Callback):
         self.figures: dict[tuple[tuple[str, ...], tuple[str, ...]], HeatmapFigure] = {}  # used by the worker only
         self.worker: ThreadPoolExecutor | None = None
         self.pending: list[Future] = []
+        self.events: EventFileWriter | None = None  # written by the worker only
 
     def setup(self, trainer: L.Trainer, pl_module: AttentionLitModule, stage: str) -> None:
         self.probe_words = with_first_token(self.probe_words, pl_module.vocab)
@@ -112,11 +119,9 @@ class AttentionMapLogger(L.Callback):
             self.probe_words = self.probe_words[:max_len]
 
     @staticmethod
-    def tensorboard(trainer: L.Trainer):
-        for logger in trainer.loggers:
-            if isinstance(logger, TensorBoardLogger):
-                return logger.experiment
-        return None
+    def tensorboard(trainer: L.Trainer) -> str | None:
+        """The run's TensorBoard dir, or None without a TensorBoard logger."""
+        return next((logger.log_dir for logger in trainer.loggers if isinstance(logger, TensorBoardLogger)), None)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
@@ -143,6 +148,9 @@ class AttentionMapLogger(L.Callback):
         if self.worker is not None:
             self.worker.shutdown(wait=True)
             self.worker = None
+        if self.events is not None:
+            self.events.close()
+            self.events = None
 
     def wait(self, raise_errors: bool = True) -> None:
         """Until every submitted image is written; a drawing error surfaces here."""
@@ -158,9 +166,9 @@ class AttentionMapLogger(L.Callback):
     def log_maps(self, trainer: L.Trainer, pl_module: AttentionLitModule, images: bool = True) -> None:
         """The predictions of this step, and its heatmaps if ``images``; a step is logged once, and the images
         of a step whose predictions were logged without them are drawn when they are asked for."""
-        writer = self.tensorboard(trainer)
+        log_dir = self.tensorboard(trainer)
         step = trainer.global_step
-        if writer is None or (step, images) <= (self.last_logged_step, self.last_images):
+        if log_dir is None or (step, images) <= (self.last_logged_step, self.last_images):
             return
         predictions_done = step == self.last_logged_step
         self.last_logged_step, self.last_images = step, images
@@ -172,7 +180,7 @@ class AttentionMapLogger(L.Callback):
         if self.worker is None:
             self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-maps")
         self.pending = [f for f in self.pending if not f.done() or f.exception() is not None]
-        self.pending.append(self.worker.submit(self.write, writer, maps, query_words, words, predictions, step,
+        self.pending.append(self.worker.submit(self.write, log_dir, maps, query_words, words, predictions, step,
                                                scale))
 
     def heatmaps(self, pl_module: AttentionLitModule, words: list[str], step: int) -> list[tuple[str, str, np.ndarray]]:
@@ -185,22 +193,29 @@ class AttentionMapLogger(L.Callback):
                 for layer, layer_weights in enumerate(weights)
                 for head, head_weights in enumerate(layer_weights[0].float().cpu().numpy())]
 
-    def write(self, writer, maps: list[tuple[str, str, np.ndarray]], query_words: Sequence[str],
+    def write(self, log_dir: str, maps: list[tuple[str, str, np.ndarray]], query_words: Sequence[str],
               key_words: Sequence[str], predictions: str | None, step: int, scale: ColourScale = UNIT_SCALE) -> None:
-        self.write_maps(writer, maps, query_words, key_words, step, scale)
+        if self.events is None:
+            self.events = EventFileWriter(log_dir, filename_suffix=".maps")
+        summaries = self.write_maps(maps, query_words, key_words, scale)
         if predictions is not None:
-            writer.add_text("predictions", predictions, step)
+            summaries.append(text("predictions", predictions))
+        for summary in summaries:
+            self.events.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
+        self.events.flush()  # on disk now: a run that ends without a final validation never closes the file
 
-    def write_maps(self, writer, maps: list[tuple[str, str, np.ndarray]], query_words: Sequence[str],
-                   key_words: Sequence[str], step: int, scale: ColourScale = UNIT_SCALE) -> None:
-        """(tag, title, weights) heatmaps to TensorBoard, coloured on ``scale``."""
+    def write_maps(self, maps: list[tuple[str, str, np.ndarray]], query_words: Sequence[str],
+                   key_words: Sequence[str], scale: ColourScale = UNIT_SCALE) -> list:
+        """(tag, title, weights) heatmaps as TensorBoard image summaries, coloured on ``scale``."""
         layout = (tuple(query_words), tuple(key_words))
+        summaries = []
         for tag, title, weights in maps:
             figure = self.figures.get(layout)
             # another scale (a signed map's bound moves with its weights), or a longer title than it has room for
             if figure is None or figure.scale != scale or not figure.fits(title):
                 figure = self.figures[layout] = HeatmapFigure(query_words, key_words, title, scale)
-            writer.add_image(tag, figure.render(weights, title), step, dataformats="HWC")
+            summaries.append(image(tag, figure.render(weights, title), dataformats="HWC"))
+        return summaries
 
     def predictions_table(self, trainer: L.Trainer, pl_module: AttentionLitModule) -> str | None:
         """A few validation examples beside the model's predictions, as a Markdown table."""
