@@ -36,7 +36,7 @@ EXPECTED_ROWS = {
     "A/memory/multihead", "A/memory/multihead_weights",
     "A/memory/kv_projections/kv_heads_4", "A/memory/kv_projections/kv_heads_1",
     "B/framework", "B/framework_no_maps", "B/plain", "B/framework_cpu", "B/plain_cpu",
-    "C/maps_on", "C/maps_off", "C/overhead", "C/overhead_cpu", "C/first_event", "C/event", "C/share",
+    "C/maps_on", "C/maps_off", "C/overhead", "C/overhead_run", "C/overhead_cpu", "C/first_event", "C/event", "C/share",
     "C/final_validation_ablation_on", "C/final_validation_ablation_off", "C/ablation_pass", "C/ablation_overhead",
     "C/ablation_run_ratio",
     "D/help", "D/config_error", "D/type_error", "D/import_lightning", "D/first_step", "D/time_to_result",
@@ -282,17 +282,19 @@ def test_profiler_times_one_callbacks_hooks_and_the_timer_records_them(tmp_path)
 
 def test_logging_events_and_time_in_logger():
     overhead = harness("logging_overhead")
-    run = {"map_logger_hooks_s": {"setup": [9.0], "on_train_batch_end": [0.1, 0.2, 3.0, 0.1, 0.2, 4.0, 0.1],
-                                  "on_train_end": [5.0], "teardown": [9.0]}}
-    # Batch i ends step i + 1: steps 3 and 6 log at every_n_steps=3, then the end of training (step 7) ...
-    assert overhead.logging_events(run, 3) == [3.0, 4.0, 5.0]
-    # ... which logs nothing new when its step was just logged.
-    assert overhead.logging_events(run, 7) == [0.1]
-    # The schedule thins out (callbacks/log_schedule.py): at every_n_steps=1, steps 1..20, every 2nd to 40, every 4th
-    # to 80; step 50 is none of them, so the end of training logs too.
-    long_run = {"map_logger_hooks_s": {"on_train_batch_end": [float(i + 1) for i in range(50)], "on_train_end": [0.5]}}
-    assert overhead.logging_events(long_run, 1) == [*range(1, 21), *range(22, 40, 2), 40, 44, 48, 0.5]
-    assert overhead.time_in_logger(run) == pytest.approx(0.1 + 0.2 + 3.0 + 0.1 + 0.2 + 4.0 + 0.1 + 5.0)
+    # The map logger logs its predictions once per doubling (callbacks/log_schedule.py's is_doubling): at
+    # every_n_steps=1, steps 10, 20, 40, ...; batch i ends step i + 1; then the end of training (step 25) ...
+    ends = [0.1] * 25
+    ends[9], ends[19] = 3.0, 4.0
+    run = {"map_logger_hooks_s": {"setup": [9.0], "on_train_batch_end": ends, "on_train_end": [5.0],
+                                  "teardown": [9.0]}}
+    assert overhead.logging_events(run, 1) == [3.0, 4.0, 5.0]
+    # ... which logs nothing new when its step was just logged (step 20 with every_n_steps=2).
+    short = {"map_logger_hooks_s": {"on_train_batch_end": ends[:20], "on_train_end": [5.0]}}
+    assert overhead.logging_events(short, 2) == [4.0]
+    long_run = {"map_logger_hooks_s": {"on_train_batch_end": [float(i + 1) for i in range(90)], "on_train_end": [0.5]}}
+    assert overhead.logging_events(long_run, 1) == [10.0, 20.0, 40.0, 80.0, 0.5]
+    assert overhead.time_in_logger(run) == pytest.approx(sum(ends) + 5.0)
 
 
 

@@ -23,8 +23,9 @@ PRESETS = {  # preset -> (the settings it sweeps, jobs)
     "mask_ablation": ({"mask": ["none", "causal"]}, 2),
     "zoology": ({"model": ["multihead", "linear", "sigmoid", "conv"], "d_model": ["16", "32", "64", "128"],
                  "seed": ["0", "1", "2"]}, 48),
-    "mqar": ({"seed": ["0", "1"], "d_model": ["32", "64", "128"], "model": ["multihead", "linear", "sigmoid", "conv"],
-              "lr": ["0.001", "0.003", "0.01", "0.03"]}, 96),
+    "mqar": ({"seed": ["0", "1"], "d_model": ["16", "32", "64", "128", "256"],
+              "model": ["multihead", "linear", "sigmoid", "conv", "retnet", "based", "mamba2", "gated_deltanet"],
+              "lr": ["0.001", "0.003", "0.01", "0.03"]}, 320),
 }
 
 

@@ -26,6 +26,7 @@ per-head W_Q/W_K/W_V/W_O of that shape: :func:`head_circuits` returns None.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -96,8 +97,12 @@ def composition_score(left: Tensor, right: Tensor) -> float:
 
 
 def copying_score(embed: Tensor, ov: Tensor, unembed: Tensor) -> float:
-    """Σλ / Σ|λ| over the eigenvalues of ``embed @ ov @ unembed``, computed on ``ov @ unembed @ embed``."""
-    eigenvalues = torch.linalg.eigvals(ov @ unembed @ embed)
+    """Σλ / Σ|λ| over the eigenvalues of ``embed @ ov @ unembed``, computed on ``ov @ unembed @ embed``; NaN for
+    weights that are not finite (a diverged run: LAPACK's eigensolver is not asked about them)."""
+    product = ov @ unembed @ embed
+    if not bool(torch.isfinite(product).all()):
+        return math.nan
+    eigenvalues = torch.linalg.eigvals(product)
     total = eigenvalues.abs().sum()
     if total == 0:
         return 0.0
