@@ -13,19 +13,14 @@ provider as the head scores are (:meth:`~attention_lab.tensorboard_plugin.run_da
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-
-from tensorboard.data import provider as data_provider
-from tensorboard.plugins.scalar import metadata as scalar_metadata
 
 from attention_lab.circuits import COMPOSITIONS
 from attention_lab.head_metrics import PATCHING
 from attention_lab.index_tags import is_index_tag
 from attention_lab.tensorboard_plugin.focus import pair_with_maps
 from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_LAYERS, MAX_WORDS
-from attention_lab.tensorboard_plugin.run_data import MAX_POINTS, Source
+from attention_lab.tensorboard_plugin.run_data import Source
 from attention_lab.tensorboard_plugin.scores import finite, grids_at, parse_tag, value_at
-from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME
 
 Series = dict[str, list[tuple[int, float]]]  # tag -> (step, value) points sorted by step
 
@@ -76,24 +71,6 @@ def wanted(tag: str) -> bool:
     record = parse_tag(tag)
     return (composition_key(tag) is not None or copying_key(tag) is not None or index_of(tag) is not None
             or (record is not None and record.family == PATCHING))
-
-
-def read_series(source: Source, run: str, keep: Callable[[str], bool]) -> Series:
-    """Every scalar of ``run`` whose tag ``keep`` accepts, from TensorBoard's scalars and this plugin's own (the
-    values measured once, at the end)."""
-    series: Series = {}
-    for plugin in (scalar_metadata.PLUGIN_NAME, PLUGIN_NAME):
-        listing = source.provider.list_scalars(source.ctx, experiment_id=source.experiment, plugin_name=plugin,
-                                               run_tag_filter=data_provider.RunTagFilter(runs=[run]))
-        tags = [tag for tag in listing.get(run, {}) if keep(tag)]
-        if not tags:
-            continue
-        source.check_sizes(run)
-        read = source.provider.read_scalars(source.ctx, experiment_id=source.experiment, plugin_name=plugin,
-                                            run_tag_filter=data_provider.RunTagFilter(runs=[run], tags=tags),
-                                            downsample=MAX_POINTS)
-        series.update({tag: sorted((d.step, float(d.value)) for d in points) for tag, points in read.get(run, {}).items()})
-    return series
 
 
 def latest_at(points: dict, step: int) -> tuple[int, dict] | None:
@@ -158,7 +135,7 @@ def loss_by_index(series: Series) -> dict | None:
 def circuit_views(source: Source, run: str, step: int | None) -> dict:
     """The circuits route's answer for ``run`` at ``step`` (the last logged step when None): each grid carries
     the step of the maps beside it and the step it was logged at (see :func:`pair_with_maps`)."""
-    series = read_series(source, run, wanted)
+    series = source.scalar_series(run, wanted)
     at = 2**62 if step is None else step
     grids = [*composition_grids(series, at), *filter(None, (copying_grid(series, at), patching_grid(series, at)))]
     if step is not None:

@@ -3,6 +3,7 @@ serve them): the runs, the probe's maps at a step, and the head scores and ablat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,11 +109,16 @@ class Source:
 
     def score_series(self, run: str) -> dict[str, list[tuple[int, float]]]:
         """Every head-score and ablation tag of ``run``: its (step, value) points, sorted by step."""
+        return self.scalar_series(run, lambda tag: parse_tag(tag) is not None)
+
+    def scalar_series(self, run: str, keep: Callable[[str], bool]) -> dict[str, list[tuple[int, float]]]:
+        """Every scalar of ``run`` whose tag ``keep`` accepts, from TensorBoard's scalars and this plugin's own (the
+        values measured once, at the end): its (step, value) points, sorted by step."""
         series: dict[str, list[tuple[int, float]]] = {}
         for plugin in (scalar_metadata.PLUGIN_NAME, PLUGIN_NAME):
             listing = self.provider.list_scalars(self.ctx, experiment_id=self.experiment, plugin_name=plugin,
                                                  run_tag_filter=data_provider.RunTagFilter(runs=[run]))
-            tags = [tag for tag in listing.get(run, {}) if parse_tag(tag) is not None]
+            tags = [tag for tag in listing.get(run, {}) if keep(tag)]
             if not tags:
                 continue
             self.check_sizes(run)
