@@ -153,3 +153,15 @@ def require_chromium() -> str:
             pytest.fail(f"{message}: required in CI")
         pytest.skip(message)
     return executable
+
+
+PAGE_WAIT_S = 60  # how long a page may take to show what a test waits for
+
+
+def wait_for(browser: Chromium, expression: str, what: str, timeout: float = PAGE_WAIT_S):
+    """Until ``expression`` is truthy in the page (polls the DOM; fails after ``timeout`` seconds); its value."""
+    deadline = time.monotonic() + timeout
+    while not (value := browser.evaluate(expression)):
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.05)
+    return value

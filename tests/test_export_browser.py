@@ -11,17 +11,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
 
-from browser import Chromium, require_chromium
+from browser import Chromium, require_chromium, wait_for
 from tab_runs import XSS, write_run
 from tb_server import serve
 
-WAIT_S = 60
 SVG = "{http://www.w3.org/2000/svg}"
 WORDS = ["Life", XSS, 'a,"b', "=cmd"]
 STEPS = [0, 10, 20, 40]
@@ -59,14 +57,6 @@ def tensorboard(chromium, run_dir):
                lambda server: len(server.get_json("/data/plugin/attention_lab/runs")["runs"]) == 1,
                "--load_fast=true") as server:
         yield server
-
-
-def wait_for(browser: Chromium, expression: str, what: str):
-    deadline = time.monotonic() + WAIT_S
-    while not (value := browser.evaluate(expression)):
-        assert time.monotonic() < deadline, f"no {what} within {WAIT_S} s"
-        time.sleep(0.05)
-    return value
 
 
 def download(browser: Chromium, folder, links: str, format: str) -> tuple[str, bytes]:

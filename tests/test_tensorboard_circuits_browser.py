@@ -14,6 +14,7 @@ import urllib.error
 
 import pytest
 
+from browser import wait_for
 from tab_runs import write_run
 from tb_server import serve
 from test_tensorboard_circuits import LOGGED
@@ -23,7 +24,6 @@ from test_tensorboard_tab_browser import (  # noqa: F401 (chromium: the browser 
     no_dialogs_or_images,
     panel,
     type_sentence,
-    wait_for,
 )
 
 ROUTE = "/data/plugin/attention_lab"

@@ -10,18 +10,16 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
 from attention_lab.head_metrics import ABLATIONS, FAMILIES, ablation_family, score_family
 from attention_lab.tensorboard_logger import tensorboard_tag
-from browser import Chromium, require_chromium
+from browser import Chromium, require_chromium, wait_for
 from tab_runs import XSS, write_run
 from tb_server import serve
 
-WAIT_S = 60
 # Ablation drops as logged: a head whose removal helps a hair gives a tiny negative "drop"
 NEAR_ZERO = {"ablation/zero/loss/layer0/head0": [(20, -0.00004)], "ablation/zero/loss/layer0/head1": [(20, 0.25)],
              "ablation/zero/loss/layer1/head0": [(20, 0.0)]}
@@ -46,15 +44,6 @@ def tensorboard(chromium, request, tmp_path_factory):
                lambda server: len(server.get_json("/data/plugin/attention_lab/runs")["runs"]) == 4,
                "--load_fast=true") as server:
         yield server
-
-
-def wait_for(browser: Chromium, expression: str, what: str):
-    """Until ``expression`` is truthy in the page (polls the DOM; fails after WAIT_S)."""
-    deadline = time.monotonic() + WAIT_S
-    while not (value := browser.evaluate(expression)):
-        assert time.monotonic() < deadline, f"no {what} within {WAIT_S} s"
-        time.sleep(0.05)
-    return value
 
 
 def panel(index: int) -> str:

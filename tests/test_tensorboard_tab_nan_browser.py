@@ -4,25 +4,14 @@ data server loader, Debian's Chromium headless, as tests/test_tensorboard_tab_br
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
-from browser import Chromium, require_chromium
+from browser import Chromium, require_chromium, wait_for
 from tb_server import serve
 from test_tensorboard_tab_bounds import write_probe
 
-WAIT_S = 60
 PANEL = "document.querySelector('section.panel')"
-
-
-def wait_for(browser: Chromium, expression: str, what: str):
-    deadline = time.monotonic() + WAIT_S
-    while not (value := browser.evaluate(expression)):
-        assert time.monotonic() < deadline, f"no {what} within {WAIT_S} s"
-        time.sleep(0.05)
-    return value
 
 
 @pytest.fixture
