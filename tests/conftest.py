@@ -82,6 +82,23 @@ def compose_config(overrides: list[str] | None = None, *, return_hydra_config: b
         return compose("train", overrides=overrides or [], return_hydra_config=return_hydra_config)
 
 
+def validated_untrained(overrides: list[str], tmp_path: Path, seed: int | None = None):
+    """The composed config, an untrained module of it and its datamodule (built after ``torch.manual_seed(seed)``
+    when a seed is given), and the results of one ``trainer.validate``: one dict per validation set."""
+    import lightning as L
+    import torch
+    from hydra.utils import instantiate
+
+    cfg = compose_config(overrides)
+    if seed is not None:
+        torch.manual_seed(seed)
+    datamodule = instantiate(cfg.data)
+    module = instantiate(cfg.module, vocab=datamodule.vocab.itos)
+    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=tmp_path, accelerator="cpu")
+    return cfg, module, datamodule, trainer.validate(module, datamodule=datamodule, verbose=False)
+
+
 def check_command_line(argv: list[str], config_dir: Path = CONFIG_DIR) -> None:
     """Raises what scripts/train.py's checks (attention_lab.run.preflight.PreflightChecks) would refuse in this
     command line, composed in-process with the Compose API as Hydra composes it for the run."""

@@ -200,19 +200,12 @@ def test_the_same_step_is_drawn_once(tmp_path):
 
 @pytest.mark.parametrize("model", ["multihead", "cross"])
 def test_the_module_logs_the_scores_of_the_first_validation_batch(tmp_path, model):
-    import lightning as L
-    from hydra.utils import instantiate
-
-    from conftest import compose_config
+    from conftest import validated_untrained
 
     task = ["task=induction", "mask=causal"] if model == "multihead" else ["task=copy"]  # cross: no causal mask
-    cfg = compose_config([f"model={model}", *task, "task.train_size=64", "task.val_size=300", "d_model=16",
-                          "layers=2", "batch_size=8"])
-    datamodule = instantiate(cfg.data)
-    module = instantiate(cfg.module, vocab=datamodule.vocab.itos)
-    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=tmp_path, accelerator="cpu")
-    (metrics,) = trainer.validate(module, datamodule=datamodule, verbose=False)
+    cfg, module, datamodule, (metrics,) = validated_untrained(
+        [f"model={model}", *task, "task.train_size=64", "task.val_size=300", "d_model=16", "layers=2", "batch_size=8"],
+        tmp_path)
     logged = {name: value for name, value in metrics.items() if name.startswith("head_score/")}
     if model == "cross":  # rows are output slots: no head scores
         assert logged == {}

@@ -19,7 +19,7 @@ from attention_lab.errors import ConfigError
 from attention_lab.index_tags import is_index_tag
 from attention_lab.review.compare import to_markdown
 from attention_lab.review.sweep import collect_sweep
-from conftest import compose_config
+from conftest import compose_config, validated_untrained
 
 SENTENCES = read_sentences()
 VOCAB = Vocabulary.from_sentences(SENTENCES)
@@ -116,16 +116,8 @@ def test_the_config_check_rejects_a_longer_set_than_the_context():
 
 
 def test_the_module_logs_the_longer_set_as_ood(tmp_path):
-    import lightning as L
-    from hydra.utils import instantiate
-
-    cfg = compose_config(["task.ood_min_len=9", "task.ood_max_len=12", "task.train_size=64", "task.val_size=32",
-                          "d_model=16"])
-    datamodule = instantiate(cfg.data)
-    module = instantiate(cfg.module, vocab=datamodule.vocab.itos)
-    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=tmp_path, accelerator="cpu")
-    val, ood = trainer.validate(module, datamodule=datamodule, verbose=False)
+    _, module, datamodule, (val, ood) = validated_untrained(
+        ["task.ood_min_len=9", "task.ood_max_len=12", "task.train_size=64", "task.val_size=32", "d_model=16"], tmp_path)
     assert {"val/loss", "val/token_acc", "val/seq_acc"} <= set(val)
     # Lightning hands the values logged at the epoch's end (val/loss_by_index/<i>, of the first set) to every set's
     # results; the rest of the longer set's are its own.

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from attention_lab.index_tags import by_index, index_tag, is_index_tag
 from attention_lab.loss_by_index import LossByIndex, late_minus_early, target_index
-from conftest import compose_config
+from conftest import validated_untrained
 
 
 def test_the_target_index_counts_real_targets_only():
@@ -72,18 +72,10 @@ def test_the_index_tags_round_trip():
 def test_the_module_logs_every_index_and_the_score_over_the_whole_validation_set(tmp_path):
     """Logged values against a reference computed here over the whole set in one pass (the validation runs in
     batches of 256: 600 examples are three, so a last-batch value would differ)."""
-    import lightning as L
-    from hydra.utils import instantiate
-
     torch.set_num_threads(1)
-    cfg = compose_config(["experiment=induction_formation", "task.train_size=64", "task.val_size=600", "d_model=16",
-                          "layers=1", "batch_size=16", "seed=0"])
-    torch.manual_seed(0)
-    datamodule = instantiate(cfg.data)
-    module = instantiate(cfg.module, vocab=datamodule.vocab.itos)
-    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=tmp_path, accelerator="cpu")
-    (metrics,) = trainer.validate(module, datamodule=datamodule, verbose=False)
+    _, module, datamodule, (metrics,) = validated_untrained(
+        ["experiment=induction_formation", "task.train_size=64", "task.val_size=600", "d_model=16", "layers=1",
+         "batch_size=16", "seed=0"], tmp_path, seed=0)
     inputs, targets = datamodule.val_set.tensors
     with torch.no_grad():
         token_loss = F.cross_entropy(module(inputs).transpose(1, 2), targets, ignore_index=0, reduction="none")

@@ -9,7 +9,7 @@ import torch
 from attention_lab.attention.hooks import capture
 from attention_lab.head_scores import BATCH_KINDS, HEAD_SCORE_KINDS, PROBE_KINDS, head_scores
 from attention_lab.prefix_matching import PROBE_ROWS, repeated_random_words
-from conftest import compose_config
+from conftest import validated_untrained
 
 VOCAB = ["<pad>", "<unk>", "<bos>", *(f"w{i}" for i in range(20))]
 
@@ -48,18 +48,10 @@ def test_a_prefix_matching_head_scores_one_on_the_probe():
 def test_the_module_logs_it_from_the_probe_whatever_the_task(tmp_path):
     """task=sort: its validation inputs are sorted sentences, yet prefix matching is the model's attention on the
     probe, computed here from the probe's known layout (query t of the second copy -> key t - L + 1)."""
-    import lightning as L
-    from hydra.utils import instantiate
-
     torch.set_num_threads(1)
-    cfg = compose_config(["task=sort", "task.train_size=64", "task.val_size=32", "d_model=16", "layers=2",
-                          "mask=causal", "seed=0"])
-    torch.manual_seed(0)
-    datamodule = instantiate(cfg.data)
-    module = instantiate(cfg.module, vocab=datamodule.vocab.itos)
-    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=tmp_path, accelerator="cpu")
-    (metrics,) = trainer.validate(module, datamodule=datamodule, verbose=False)
+    cfg, module, datamodule, (metrics,) = validated_untrained(
+        ["task=sort", "task.train_size=64", "task.val_size=32", "d_model=16", "layers=2", "mask=causal", "seed=0"],
+        tmp_path, seed=0)
     probe = repeated_random_words(datamodule.vocab.itos, cfg.model.context_length)
     length = probe.shape[1] // 2
     with torch.no_grad(), capture(module.model, points=("weights",)) as cache:
