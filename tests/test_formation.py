@@ -93,3 +93,14 @@ def test_compare_refuses_a_plot_without_history(tiny_trained_run: Path, tmp_path
     proc = run_script(COMPARE, str(sweep), "--plot", "--out", str(tmp_path))
     assert proc.returncode == 1
     assert "formation" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_formation_labels_name_a_few_seeds_and_count_many():
+    from matplotlib.figure import Figure
+
+    from attention_lab.review.formation_plot import NAMED_SEEDS, label_formations
+
+    ax = Figure().add_subplot()
+    many = [(str(seed), "red", 0.5) for seed in range(NAMED_SEEDS + 2)]
+    label_formations(ax, {90: [("3", "red", 0.5), ("4", "red", 0.6)], 100: [("7", "blue", 0.5)], 110: many})
+    assert [text.get_text() for text in ax.texts] == ["seeds 3, 4", "seed 7", f"{NAMED_SEEDS + 2} seeds"]

@@ -16,19 +16,22 @@ PANELS = (("val/loss", "validation loss"), ("previous_token", "best previous-tok
 # The induction panel's labels (its y axis is 0..1): three rows low in the panel, each label's height, and the gap
 # its guide leaves below a dot.
 LABEL_ROWS, LABEL_HEIGHT, DOT_CLEARANCE = (0.03, 0.10, 0.17), 0.06, 0.04
+NAMED_SEEDS = 2  # more seeds at one step are counted, not named: a long list runs into the neighbouring labels
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 
 
 def label_formations(ax, formations: dict[int, list[tuple[str, str, float]]]) -> None:
     """Which seeds formed at each formation step, written low in the induction panel (below the curves, which
-    have left the bottom by then), one label a step (``seeds 3, 4``), on three staggered rows so that neighbouring
-    steps' labels do not meet; a dotted line leads up to the step's dots."""
+    have left the bottom by then), one label a step (``seeds 3, 4``, or ``6 seeds``), on three staggered rows so
+    that neighbouring steps' labels do not meet; a dotted line leads up to the step's dots."""
     for number, (step, runs) in enumerate(sorted(formations.items())):
         seeds = [seed for seed, _, _ in runs]
         colors = {color for _, color, _ in runs}
         color = colors.pop() if len(colors) == 1 else "black"
         y = LABEL_ROWS[number % len(LABEL_ROWS)]
-        ax.text(step, y, f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}", ha="center", va="bottom",
+        label = (f"{len(seeds)} seeds" if len(seeds) > NAMED_SEEDS
+                 else f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}")
+        ax.text(step, y, label, ha="center", va="bottom",
                 fontsize=7, color=color)
         ax.plot([step, step], [y + LABEL_HEIGHT, min(v for _, _, v in runs) - DOT_CLEARANCE], linestyle=":",
                 linewidth=0.8, color=color)

@@ -1,16 +1,19 @@
 """Olsson et al.'s loss by target index over training for every job of a sweep (``compare.py --plot``,
-``loss_by_index.png``): one step x index heatmap per job, a row per configuration and a column per seed, on one
-colour scale, from each job's recorded history (``formation.loss_by_index`` in metrics.json, kept by
+``loss_by_index.png``): one step x index heatmap per job, a row per configuration (wrapped after ``MAX_COLUMNS``
+seeds) and a column per seed, on one colour scale, from each job's recorded history (``formation.loss_by_index`` in metrics.json, kept by
 :class:`~attention_lab.callbacks.induction_formation.InductionFormation`)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
 from attention_lab.loss_by_index_plot import draw_loss_by_index, loss_grid
 from attention_lab.review.sweep import Sweep, seed_groups, seed_of
+
+MAX_COLUMNS = 10  # seeds side by side; more go on to the next row, so that the heatmaps stay readable
 
 
 def recorded(job) -> bool:
@@ -25,13 +28,15 @@ def loss_by_index_figure(sweep: Sweep, path: Path) -> Path | None:
     groups = [(group, jobs) for group, jobs in groups if jobs]
     if not groups:
         return None
-    columns = max(len(jobs) for _, jobs in groups)
+    columns = min(MAX_COLUMNS, max(len(jobs) for _, jobs in groups))
     every = [loss_grid(job.formation["loss_by_index"]) for _, jobs in groups for job in jobs]
     vmax = max((float(np.nanmax(cells)) for cells in every if cells.size and not np.isnan(cells).all()), default=1.0)
-    fig = Figure(figsize=(2.4 * columns + 1.2, 2.2 * len(groups) + 0.8), dpi=100, layout="constrained")
-    axes = fig.subplots(len(groups), columns, squeeze=False)
+    lines = [(group, jobs[start:start + columns]) for group, jobs in groups
+             for start in range(0, math.ceil(len(jobs) / columns) * columns, columns)]
+    fig = Figure(figsize=(2.4 * columns + 1.2, 2.2 * len(lines) + 0.8), dpi=100, layout="constrained")
+    axes = fig.subplots(len(lines), columns, squeeze=False)
     image = None
-    for row, (group, jobs) in enumerate(groups):
+    for row, (group, jobs) in enumerate(lines):
         for column in range(columns):
             ax = axes[row][column]
             if column >= len(jobs):
