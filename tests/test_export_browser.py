@@ -8,25 +8,36 @@ Without Chromium the tests skip, except in CI (CI=true), where .ci/run installs 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
 
-from browser import Chromium, require_chromium, wait_for
+from browser import (
+    SVG,
+    Chromium,
+    allow_downloads,
+    download,
+    png_colours,
+    read_csv,
+    require_chromium,
+    rgb,
+    svg_cells,
+    wait_for,
+)
 from tab_runs import XSS, write_run
 from tb_server import serve
 
-SVG = "{http://www.w3.org/2000/svg}"
 WORDS = ["Life", XSS, 'a,"b', "=cmd"]
 STEPS = [0, 10, 20, 40]
 SCALARS = {"head_score/previous_token/layer0/head0": [(9, 0.5), (19, 0.75)],
            "head_score/previous_token/layer1/head2": [(9, 0.125), (19, 0.875)],
            "ablation/zero/loss/layer0/head1": [(39, -0.25)], "ablation/zero/loss/layer0/all": [(39, 0.5)],
-           "patching/logit_diff/layer1/head2": [(39, 0.5)], "val/loss_by_index/0": [(9, 2.0), (39, 0.5)]}
+           "patching/logit_diff/layer1/head2": [(39, 0.5)], "val/loss_by_index/0": [(9, 2.0), (39, 0.5)],
+           "val/loss_by_index/1": [(9, 3.0)], "val/loss_by_index/2": [(9, 2.5), (39, 1.25)]}
+# the loss by index as written above: a row per logged step, a column per target index (None: not logged)
+LOSS_BY_INDEX = {9: [2.0, 3.0, 2.5], 39: [0.5, None, 1.25]}
 PANEL = "document.querySelector('section.panel')"
 
 
@@ -38,8 +49,7 @@ def downloads(tmp_path_factory):
 @pytest.fixture(scope="module")
 def chromium(tmp_path_factory, downloads):
     browser = Chromium(require_chromium(), tmp_path_factory.mktemp("chromium-profile"), width=1400, height=1000)
-    browser.send("Browser.setDownloadBehavior", {"behavior": "allowAndName", "downloadPath": str(downloads),
-                                                 "eventsEnabled": True}, session=False)
+    allow_downloads(browser, downloads)
     yield browser
     browser.close()
 
@@ -57,40 +67,6 @@ def tensorboard(chromium, run_dir):
                lambda server: len(server.get_json("/data/plugin/attention_lab/runs")["runs"]) == 1,
                "--load_fast=true") as server:
         yield server
-
-
-def download(browser: Chromium, folder, links: str, format: str) -> tuple[str, bytes]:
-    """Clicks the ``format`` button of the export links ``links`` (a JS expression) as a user does; the file saved."""
-    button = f"{links}.querySelector('button[data-format=\"{format}\"]')"
-    x, y = browser.evaluate(f"(() => {{ const b = {button}; b.scrollIntoView({{block: 'center'}});"
-                            " const r = b.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
-    browser.click(x, y)
-    begun = browser.wait_event("Browser.downloadWillBegin")["params"]
-    while True:
-        progress = browser.wait_event("Browser.downloadProgress")["params"]
-        if progress["guid"] == begun["guid"] and progress["state"] != "inProgress":
-            assert progress["state"] == "completed", progress
-            return begun["suggestedFilename"], (folder / begun["guid"]).read_bytes()
-
-
-def read_csv(data: bytes) -> list[list[str]]:
-    return list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
-
-
-def svg_cells(data: bytes) -> list[ET.Element]:
-    return [rect for rect in ET.fromstring(data).iter(f"{SVG}rect") if rect.get("class") == "cell"]
-
-
-def png_colours(data: bytes) -> tuple[set[tuple[int, int, int]], tuple[int, int]]:
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as image:
-        assert image.format == "PNG"
-        return {colour for _, colour in image.convert("RGB").getcolors(1 << 20)}, image.size
-
-
-def rgb(fill: str) -> tuple[int, int, int]:
-    return tuple(int(c) for c in fill.removeprefix("rgb(").removesuffix(")").split(","))
 
 
 def no_page_errors(browser: Chromium) -> None:
@@ -211,6 +187,39 @@ def test_every_score_table_downloads_as_svg_png_and_csv(chromium, tensorboard, d
     no_page_errors(chromium)
 
 
+def loss_by_index_csv(data: bytes) -> dict[int, list[float | None]]:
+    rows = read_csv(data)
+    assert rows[0] == ["step \\ target index", "0", "1", "2"]
+    return {int(row[0]): [float(v) if v else None for v in row[1:]] for row in rows[1:]}
+
+
+def test_the_loss_by_index_downloads_as_svg_png_and_csv(chromium, tensorboard, downloads):
+    """Steps down, target indices across, a missing value empty; the SVG the drawing with its scale and outline."""
+    open_tab(chromium, tensorboard)
+    figure = f"{PANEL}.querySelector('[data-view=loss-by-index]')"
+    links = f"{figure}.querySelector('.export-links')"
+    wait_for(chromium, f"!!{figure} && !!{links}", "the loss by index with its links")
+    name, csv_data = download(chromium, downloads, links, "csv")
+    assert name == f"version_0-runs-2026-11-26-10-00-00_step-{STEPS[-1]}_loss-by-index.csv"
+    assert loss_by_index_csv(csv_data) == LOSS_BY_INDEX
+    _, svg = download(chromium, downloads, links, "svg")
+    root = ET.fromstring(svg)
+    cells = svg_cells(svg)
+    assert {(int(c.get("data-step")), int(c.get("data-index"))): float(c.get("data-value")) if c.get("data-value")
+            else None for c in cells} == {(step, i): v for step, row in LOSS_BY_INDEX.items() for i, v in enumerate(row)}
+    drawn = chromium.evaluate(f"[...{figure}.querySelectorAll('rect.cell')].map(r => r.getAttribute('fill'))")
+    assert [c.get("fill") for c in cells] == drawn  # the colours of the tab
+    outline = [r for r in root.iter(f"{SVG}rect") if r.get("class") == "current-step"]
+    assert [r.get("data-step") for r in outline] == ["39"]  # the maps of step 40 show the validation logged at 39
+    style = "".join(node.text for node in root.iter(f"{SVG}style"))
+    assert ".current-step" in style and ".axis" in style  # standalone: the rules it takes from style.css
+    texts = [t.text for t in root.iter(f"{SVG}text")]
+    assert "loss by target index" in texts[0] and "loss" in texts and "0.50" in texts and "3.00" in texts  # its scale
+    png = download(chromium, downloads, links, "png")[1]
+    assert {rgb(c.get("fill")) for c in cells if c.get("data-value")} <= png_colours(png)[0]
+    no_page_errors(chromium)
+
+
 def test_the_offline_snapshot_shows_every_logged_step_without_the_network(chromium, run_dir, downloads, tmp_path):
     from attention_lab.review.snapshot import snapshot
 
@@ -254,6 +263,10 @@ def test_the_offline_snapshot_shows_every_logged_step_without_the_network(chromi
         _, csv_data = download(chromium, downloads, f"{patching}.querySelector('.export-links')", "csv")
         assert read_csv(csv_data) == [["", "h0", "h1", "h2", "all"], ["layer 0", "", "", "", ""],
                                       ["layer 1", "", "", "0.5", ""]]
+        # and the loss by index of every step
+        loss = f"{PANEL}.querySelector('[data-view=loss-by-index] .export-links')"
+        assert loss_by_index_csv(download(chromium, downloads, loss, "csv")[1]) == LOSS_BY_INDEX
+        assert svg_cells(download(chromium, downloads, loss, "svg")[1])
         requests = [e["params"]["request"]["url"] for e in chromium.events
                     if e.get("method") == "Network.requestWillBeSent"]
         assert requests and all(url.startswith(("file:", "data:", "blob:", "about:")) for url in requests), requests

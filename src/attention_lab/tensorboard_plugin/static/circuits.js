@@ -2,8 +2,10 @@
 // copying scores and the patching recovery (logged scalars), with the loss by target index over every step;
 // for the enlarged head its QK and OV word tables from the checkpoint; for a typed sentence the direct logit
 // attribution of every head; and a clean / corrupted pair typed here, patched head by head. Words and values
-// are set with textContent only. Each view's element has data-view; a value cell has data-value.
+// are set with textContent only. Each view's element has data-view; a value cell has data-value. Every table and
+// the heatmap download as SVG, PNG and CSV (export.js).
 
+import { addTableLinks, fileName, lossByIndexLinks, tableLinks, wordTableLinks } from "./export.js";
 import { weightColor } from "./heatmaps.js";
 import { formatValue } from "./scores.js";
 
@@ -68,10 +70,10 @@ function compositionTables(grids) {
 }
 
 // Step x target index: the loss falling in the later targets is the induction heads forming (Olsson et al.).
-function lossByIndex(data, step) {
+function lossByIndex(data, step, label) {
   const values = data.values.flat().filter(v => v !== null);
   const low = values.length ? Math.min(...values) : 0;  // every value missing (NaN): an empty 0..1 scale
-  const scale = { vmin: low, vmax: Math.max(low + 1e-9, ...values), signed: false };
+  const scale = { vmin: low, vmax: Math.max(low + 1e-9, ...values), signed: false, label: "loss" };
   const box = element("figure", "loss-by-index");
   box.dataset.view = "loss-by-index";
   box.appendChild(element("figcaption", "", "Loss by target index (rows: logged steps)")).title = data.description;
@@ -100,19 +102,22 @@ function lossByIndex(data, step) {
   }));
   for (let index = 0; index < data.indices; index += Math.max(1, Math.ceil(data.indices / 8)))
     add("text", { class: "axis", x: left + index * cellW + cellW / 2, y: 10, "text-anchor": "middle" }, String(index));
-  add("text", { class: "axis", x: left - 4, y: top + cellH, "text-anchor": "end" }, String(data.steps[0]));
-  add("text", { class: "axis", x: left - 4, y: top + data.steps.length * cellH, "text-anchor": "end" },
-      String(data.steps[data.steps.length - 1]));
+  add("text", { class: "axis", x: left - 4, y: top + cellH / 2, "text-anchor": "end" }, String(data.steps[0]));
+  if (data.steps.length > 1)  // the first and last rows' steps, each at the middle of its row
+    add("text", { class: "axis", x: left - 4, y: top + (data.steps.length - 0.5) * cellH, "text-anchor": "end" },
+        String(data.steps[data.steps.length - 1]));
   if (current >= 0)
     add("rect", { class: "current-step", x: left - 1, y: top + current * cellH - 1, width: data.indices * cellW + 2,
       height: cellH + 2, "data-step": data.steps[current] });
   box.appendChild(svg);
   box.appendChild(element("p", "note", "loss " + formatValue(scale.vmin, 2) + " (dark) to " + formatValue(scale.vmax, 2) +
     " (light); outlined: the slider's step"));
+  box.appendChild(lossByIndexLinks(svg, data, scale, label, "step " + step));
   return box;
 }
 
-function wordTable(view, caption, rows) {
+// rows: {word, top: [[word, value], ...]}; exported: {axes, name, title} of its downloads
+function wordTable(view, caption, rows, exported) {
   const box = element("div", "word-table");
   box.dataset.view = view;
   box.appendChild(element("p", "word-table-caption", caption));
@@ -130,12 +135,12 @@ function wordTable(view, caption, rows) {
     }
   }
   scroll.appendChild(table);
-  box.appendChild(scroll);
+  box.append(scroll, wordTableLinks(table, rows, exported.axes, exported.name, exported.title));
   return box;
 }
 
 // The sentence's direct logit attribution at one position: a layers x heads grid and the rest.
-function attributionView(data, position, onPosition) {
+function attributionView(data, position, onPosition, label) {
   const box = element("div", "attribution");
   box.dataset.view = "attribution";
   const picker = element("select", "attribution-position");
@@ -145,30 +150,39 @@ function attributionView(data, position, onPosition) {
   picker.addEventListener("change", () => onPosition(Number(picker.value)));
   const cells = data.heads.map(layer => layer.map(share => share[position]));
   const scale = signedScale(cells.flat());
+  const word = data.words[position], predicted = data.predictions[position];
+  const grid = valueTable({ view: "attribution-grid", caption: "each head's share of the logit of “" + predicted + "”",
+    title: "the head's output through out_proj, the final LayerNorm (linearised with this sentence's scale) and " +
+      "the unembedding, at the predicted word", rows: layers(cells.length), columns: heads(cells[0].length), cells,
+    scale });
   box.append(element("span", "", "Direct logit attribution at "), picker,
-    valueTable({ view: "attribution-grid", caption: "each head's share of the logit of “" + data.predictions[position] + "”",
-      title: "the head's output through out_proj, the final LayerNorm (linearised with this sentence's scale) and " +
-        "the unembedding, at the predicted word", rows: layers(cells.length), columns: heads(cells[0].length), cells, scale }),
+    tableLinks(grid, fileName(label, "sentence", "attribution", "position" + position, word), label + " · “" +
+      data.words.join(" ") + "” · direct logit attribution after word " + position + " “" + word + "” → “" + predicted +
+      "”: each head's share of that logit"),
     element("p", "attribution-sum", "logit " + formatValue(data.logit[position], 3) + " = heads " +
       formatValue(data.logit[position] - data.rest[position], 3) + " + rest " + formatValue(data.rest[position], 3) +
       " (embeddings, biases, MLPs)"));
   return box;
 }
 
-function pairView(data) {
+function pairView(data, label) {
   const box = element("div", "pair-result");
   box.appendChild(element("p", "pair-summary", "clean → “" + data.clean_prediction + "”, corrupted → “" +
     data.corrupted_prediction + "”; logit difference " + formatValue(data.clean_diff, 3) + " clean, " +
     formatValue(data.corrupted_diff, 3) + " corrupted"));
-  box.appendChild(valueTable({ view: "pair-patching", caption: "fraction restored by the head's clean output",
+  const grid = valueTable({ view: "pair-patching", caption: "fraction restored by the head's clean output",
     title: "(patched − corrupted) / (clean − corrupted) of logit(clean prediction) − logit(corrupted prediction) " +
       "after the last word", rows: layers(data.cells.length), columns: heads(data.cells[0].length), cells: data.cells,
-    scale: { vmin: -1, vmax: 1, signed: true }, last: { label: "all", values: data.whole_layer } }));
+    scale: { vmin: -1, vmax: 1, signed: true }, last: { label: "all", values: data.whole_layer } });
+  box.appendChild(tableLinks(grid, fileName(label, "patching", data.clean_prediction + " vs " +
+    data.corrupted_prediction), label + " · patching “" + data.clean_words.join(" ") + "” → “" + data.clean_prediction +
+    "” into “" + data.corrupted_words.join(" ") + "” → “" + data.corrupted_prediction +
+    "”: the fraction each head's clean output restores"));
   return box;
 }
 
-// run: the run's name; api: {get(route, params) -> Promise<{ok, data}>}
-export function createCircuits(run, api) {
+// run: the run's name; api: {get(route, params) -> Promise<{ok, data}>}; label: the run's label (the downloads' names)
+export function createCircuits(run, api, label) {
   const root = element("div", "circuits");
   root.appendChild(element("h4", "circuits-title", "Circuits"));
   const logged = element("div", "row circuits-logged");
@@ -207,9 +221,10 @@ export function createCircuits(run, api) {
       title: data.patching.description, rows: layers(data.patching.cells.length),
       columns: heads(data.patching.cells[0].length), cells: data.patching.cells, scale: { vmin: -1, vmax: 1, signed: true },
       last: { label: "all", values: data.patching.whole_layer } }));
-    if (data.loss_by_index) views.push(lossByIndex(data.loss_by_index, step));
+    if (data.loss_by_index) views.push(lossByIndex(data.loss_by_index, step, label));
     logged.replaceChildren(...(views.length ? views
       : [note("no composition, copying, patching or loss-by-index scalars logged at or before this step")]));
+    addTableLinks(logged, label);
     root.dataset.step = String(step);
   }
 
@@ -228,9 +243,13 @@ export function createCircuits(run, api) {
     head.replaceChildren(element("p", "circuit-caption", "Word tables of layer " + d.layer + ", head " + d.head +
       " (" + d.checkpoint + ", step " + d.step + "): top " + d.k + " words a row" + cut),
       element("div", "row", undefined));
-    head.lastChild.append(
-      wordTable("qk-table", "QK: query word → the key words it looks for", d.qk),
-      wordTable("ov-table", "OV: attended word → the words it makes the head predict (bold: itself)", d.ov));
+    const exported = (kind, axes, caption) => ({ axes, name: fileName(label, "step " + d.step, "layer" + d.layer,
+      "head" + d.head, kind + "-words"), title: label + " · layer " + d.layer + ", head " + d.head + " (" +
+      d.checkpoint + ", step " + d.step + ") · " + caption });
+    const qk = "QK: query word → the key words it looks for";
+    const ov = "OV: attended word → the words it makes the head predict (bold: itself)";
+    head.lastChild.append(wordTable("qk-table", qk, d.qk, exported("qk", ["query word", "key word"], qk)),
+      wordTable("ov-table", ov, d.ov, exported("ov", ["attended word", "output word"], ov)));
     head.dataset.state = "tables";
     head.dataset.head = key;
   }
@@ -240,7 +259,7 @@ export function createCircuits(run, api) {
     const reply = await api.get("attribution", { run, text });
     if (request !== state.sentenceRequest) return;
     if (!reply.ok) { sentence.replaceChildren(note(reply.data.error)); return; }
-    const draw = position => sentence.replaceChildren(attributionView(reply.data, position, draw));
+    const draw = position => sentence.replaceChildren(attributionView(reply.data, position, draw, label));
     draw(reply.data.words.length - 1);
   }
 
@@ -249,7 +268,7 @@ export function createCircuits(run, api) {
     if (!clean.value.trim() || !corrupted.value.trim()) return;
     pair.dataset.state = "loading";
     const reply = await api.get("patch_pair", { run, clean: clean.value, corrupted: corrupted.value });
-    pair.replaceChildren(reply.ok ? pairView(reply.data) : note(reply.data.error));
+    pair.replaceChildren(reply.ok ? pairView(reply.data, label) : note(reply.data.error));
     pair.dataset.state = reply.ok ? "patched" : "message";
   });
 

@@ -69,6 +69,22 @@ export function domTableCsv(table) {
     cell.tagName === "TD" ? (cell.dataset.value === "" ? null : Number(cell.dataset.value)) : cell.textContent)));
 }
 
+// The loss by target index ({steps, indices, values} of the circuits route): a header of target indices, then
+// one row per logged step.
+export function lossByIndexCsv(data) {
+  return csvText([["step \\ target index", ...Array.from({ length: data.indices }, (_, i) => i)],
+    ...data.steps.map((step, row) => [step, ...data.values[row]])]);
+}
+
+// A word table of one head ({word, top: [[word, value], ...]} a row): a row of the table a row, its top words and
+// their values side by side.
+export function wordTableCsv(rows, rowAxis, topAxis) {
+  const k = Math.max(0, ...rows.map(row => row.top.length));
+  const header = [rowAxis,
+    ...Array.from({ length: k }, (_, i) => [topAxis + " " + (i + 1), "value " + (i + 1)]).flat()];
+  return csvText([header, ...rows.map(row => [row.word, ...row.top.flat()])]);
+}
+
 // ------------------------------------------------------------------------------------------------------- SVG
 
 // parts: SVG drawings stacked under a title, on white, as one standalone SVG document.
@@ -120,25 +136,40 @@ export function allMapsSvg(data, title) {
   return composed(title, [grid, scaleLegend(data.scale)]);
 }
 
-// A score table as the tab draws it (table.score-grid of scores.js): its cells' colours and text.
+// A table as the tab draws it (table.score-grid of scores.js, table.circuit-grid and table.words of circuits.js):
+// its cells' colours, weights and text, each column as wide as its longest text.
 export function tableSvg(table, title) {
   const rows = [...table.querySelectorAll("tr")].map(tr => [...tr.children]);
-  const columns = Math.max(...rows.map(r => r.length)), labelW = 56, cellW = 46, cellH = 20;
-  const drawing = svgNode("svg", { width: labelW + (columns - 1) * cellW, height: rows.length * cellH });
+  const columns = Math.max(...rows.map(r => r.length)), cellH = 20;
+  const widths = Array.from({ length: columns }, (_, c) => Math.max(c === 0 ? 56 : 46,  // 11px text: < 7px a letter
+    ...rows.map(r => (r[c] ? 8 + 7 * r[c].textContent.length : 0))));
+  const lefts = widths.map((_, c) => widths.slice(0, c).reduce((sum, w) => sum + w, 0));
+  const drawing = svgNode("svg", { width: lefts[columns - 1] + widths[columns - 1], height: rows.length * cellH });
   rows.forEach((cells, r) => cells.forEach((cell, c) => {
-    const x = c === 0 ? 0 : labelW + (c - 1) * cellW, y = r * cellH, w = c === 0 ? labelW : cellW;
+    const x = lefts[c], y = r * cellH, w = widths[c];
     if (cell.tagName === "TD") {
       const style = getComputedStyle(cell);
-      drawing.appendChild(svgNode("rect", { class: "cell", x, y, width: w - 1, height: cellH - 1,
-        fill: style.backgroundColor }));
+      const fill = style.backgroundColor === "rgba(0, 0, 0, 0)" ? "none" : style.backgroundColor;  // transparent
+      drawing.appendChild(svgNode("rect", { class: "cell", x, y, width: w - 1, height: cellH - 1, fill }));
       drawing.appendChild(svgNode("text", { class: "table-value", x: x + w / 2, y: y + cellH / 2,
-        style: "fill: " + style.color }, cell.textContent));
+        style: "fill: " + style.color + "; font-weight: " + style.fontWeight }, cell.textContent));
     } else {
       drawing.appendChild(svgNode("text", { class: "grid-label", x: c === 0 ? x : x + w / 2, y: y + cellH / 2 + 4,
         "text-anchor": c === 0 ? "start" : "middle" }, cell.textContent));
     }
   }));
   return composed(title, [drawing]);
+}
+
+// The loss-by-index heatmap of circuits.js as drawn (steps down, target indices across, the slider's step
+// outlined) with its colour scale.
+const LOSS_STYLE = ".axis { font-size: 10px; fill: #666; dominant-baseline: middle; } " +
+  ".current-step { fill: none; stroke: #d62728; stroke-width: 1.5; }";
+
+export function lossByIndexSvg(drawing, scale, title) {
+  const copy = drawing.cloneNode(true);
+  copy.prepend(svgNode("style", {}, LOSS_STYLE));
+  return composed(title, [copy, scaleLegend(scale)]);
 }
 
 // The head view as drawn now (svg.head-view of head_view.js: its layer, its heads, no word hovered).
@@ -272,15 +303,33 @@ export function addScoreLinks(box, reply, label) {
   }
 }
 
+// A table of circuits.js in a box with its links under it (in place, when the table is in the page already).
+export function tableLinks(table, name, title) {
+  const wrap = document.createElement("div");
+  wrap.className = "exported";
+  if (table.parentNode) table.replaceWith(wrap);
+  wrap.append(table, exportLinks(name, { svg: () => tableSvg(table, title), csv: () => domTableCsv(table) }));
+  return wrap;
+}
+
 // The circuits' tables of logged values (table.circuit-grid under ``box``) that have no links yet.
 export function addTableLinks(box, label) {
   for (const table of box.querySelectorAll("table.circuit-grid")) {
     if (table.parentElement.classList.contains("exported")) continue;
     const caption = table.caption ? table.caption.textContent : "table";
-    const wrap = document.createElement("div");
-    wrap.className = "exported";
-    table.replaceWith(wrap);
-    wrap.append(table, exportLinks(fileName(label, caption),
-      { svg: () => tableSvg(table, label + " · " + caption), csv: () => domTableCsv(table) }));
+    tableLinks(table, fileName(label, caption), label + " · " + caption);
   }
+}
+
+// The loss by index: svg, the drawing; data, what the circuits route answered for it; scale, its colours.
+export function lossByIndexLinks(svg, data, scale, label, what) {
+  return exportLinks(fileName(label, what, "loss-by-index"),
+    { svg: () => lossByIndexSvg(svg, scale, label + " · loss by target index (rows: logged steps; outlined: " + what +
+      ")"), csv: () => lossByIndexCsv(data) });
+}
+
+// A word table (table.words) of one head; rows: what the head_circuit route answered for it; axes: the names of
+// its row words and of its top words.
+export function wordTableLinks(table, rows, axes, name, title) {
+  return exportLinks(name, { svg: () => tableSvg(table, title), csv: () => wordTableCsv(rows, ...axes) });
 }

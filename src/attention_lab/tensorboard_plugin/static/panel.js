@@ -4,7 +4,7 @@
 // shows ("loading", "maps", "message"), and data-step which logged step.
 
 import { mountHeadView } from "./head_view.js";
-import { addScoreLinks, addTableLinks, gridLinks, headViewLinks, mapLinks } from "./export.js";
+import { addScoreLinks, gridLinks, headViewLinks, mapLinks } from "./export.js";
 import { describeCell, heatmap, mapsGrid, scaleLegend } from "./heatmaps.js";
 import { scoresView } from "./scores.js";
 import { createCircuits } from "./circuits.js";
@@ -54,7 +54,7 @@ export function createPanel(entry, api) {
   headViewBox.appendChild(hvExport);
   const detail = element("div", "row detail");
   detail.append(enlargedBox, headViewBox);
-  const circuits = createCircuits(run, api);  // composition, patching, loss by index, word tables, attribution
+  const circuits = createCircuits(run, api, entry.label);  // composition, patching, loss by index, word tables, ...
   const body = element("div", "panel-body");
   body.append(source, hoverInfo, overview, detail, circuits.root, tooltip);
   root.append(title, message, body);
@@ -159,7 +159,7 @@ export function createPanel(entry, api) {
       const logged = [...state.steps].reverse().find(s => s <= step) ?? state.steps[0];
       const request = ++state.request;
       root.dataset.state = "loading";
-      circuits.showStep(logged).then(() => addTableLinks(circuits.root, entry.label));
+      circuits.showStep(logged);
       // the scores of the same step, asked for at once: they say which head to enlarge before the maps are drawn
       const [reply, scoresReply] = await Promise.all([fetchStep(logged), api.get("scores", { run, step: logged })]);
       if (request !== state.request) return;  // a newer step was asked for meanwhile
