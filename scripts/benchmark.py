@@ -111,6 +111,7 @@ def measure(args: argparse.Namespace, shape, plan, report, plot_path: Path | Non
     from benchmarks.startup import run_startup, startup_rows
     from benchmarks.throughput import throughput_rows
     from benchmarks.training import run_training
+    from benchmarks.validation_metrics import validation_metric_rows
 
     rows, errors = [], []
     runs: dict[str, list[dict]] = {}
@@ -141,7 +142,8 @@ def measure(args: argparse.Namespace, shape, plan, report, plot_path: Path | Non
         attempt("B", lambda: throughput_rows(runs, plan))
     if runs and "C" in args.sections:
         every_n = int(compose_train_config([]).callbacks.attention_maps.every_n_steps)
-        attempt("C", lambda: combined(logging_rows(runs, every_n), ablation_rows(runs)))
+        attempt("C", lambda: combined(logging_rows(runs, every_n), ablation_rows(runs),
+                                        validation_metric_rows(runs)))
     if "D" in args.sections:
         attempt("D", lambda: startup_rows(run_startup(repeats=startup_repeats, device=args.device, progress=report),
                                           runs, plan))

@@ -38,7 +38,8 @@ EXPECTED_ROWS = {
     "B/framework", "B/framework_no_maps", "B/plain", "B/framework_cpu", "B/plain_cpu",
     "C/maps_on", "C/maps_off", "C/overhead", "C/overhead_run", "C/overhead_cpu", "C/first_event", "C/event", "C/share",
     "C/final_validation_ablation_on", "C/final_validation_ablation_off", "C/ablation_pass", "C/ablation_overhead",
-    "C/ablation_run_ratio",
+    "C/ablation_run_ratio", "C/validation_pass_ms", "C/circuit_scores_ms", "C/prefix_probe_ms", "C/loss_by_index_ms",
+    "C/circuit_metrics_per_validation", "C/circuit_metrics_run_share",
     "D/help", "D/config_error", "D/type_error", "D/import_lightning", "D/first_step", "D/time_to_result",
     "D/default_run",
     *(f"E/twin/{mixer}{twin}" for mixer in ("linear", "sigmoid", "conv") for twin in ("", "_twin")),
@@ -100,6 +101,22 @@ def test_quick_produces_every_row(quick):
         assert isinstance(row["value"], float) and np.isfinite(row["value"]), row
     assert {row["key"] for row in result["targets"]} == EXPECTED_TARGETS
     assert all(row["ok"] in (True, False) for row in result["targets"])  # measured; pass or miss not checked
+
+
+@pytest.mark.serial
+def test_circuit_metrics_rows_add_up(quick):
+    """The per-validation share and the run share are the three timed metrics over the plain pass and over the
+    maps-on runs' wall time, with one validation every val_check_interval steps and the final one."""
+    _, result, _ = quick
+    rows = {row["key"]: row for row in result["rows"]}
+    added = sum(rows[f"C/{name}_ms"]["value"] for name in ("circuit_scores", "prefix_probe", "loss_by_index"))
+    assert added > 0
+    assert rows["C/circuit_metrics_per_validation"]["value"] == pytest.approx(
+        added / rows["C/validation_pass_ms"]["value"] * 100)
+    every = 50  # configs/trainer/default.yaml's val_check_interval
+    shares = [added / 1000 * (run["steps"] // every + 1) / run["process_s"] * 100 for run in result["runs"]
+              if run.get("kind") == "maps_on"]
+    assert rows["C/circuit_metrics_run_share"]["samples"] == pytest.approx(shares)
 
 
 @pytest.mark.serial

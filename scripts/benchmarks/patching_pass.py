@@ -11,20 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: the benchmarks package
 
-
-def best_of(repeats: int, run: Callable[[], object]) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -40,6 +30,7 @@ def main() -> None:
     from attention_lab.data.tasks import build_task
     from attention_lab.patching import patch_heads
     from benchmarks.compose import compose_train_config
+    from benchmarks.validation_metrics import best_of
 
     torch.set_num_threads(1)
     cfg = compose_train_config(args.overrides)
