@@ -1,7 +1,7 @@
-"""`python scripts/train.py --help`: generated (attention_lab.config_help) from the schema, the config search path and
-the registries. Each group a user chooses with its options (the variants by their declared kind, the tasks from their
-registry), every top-level knob of the schema at its default with the meaning its field declares; nothing internal.
-The whole text comes from one process (what a user runs); the rest is checked in-process on the same function."""
+"""`python scripts/train.py --help`: generated (attention_lab.config_help) from the schema and the config search path.
+Each group a user chooses with its options (the variants and tasks: their registries'), every top-level knob of the
+schema at its default with the meaning its field declares; nothing internal. The whole text comes from one process
+(what a user runs); the rest is checked in-process on the same function."""
 
 from __future__ import annotations
 
@@ -14,14 +14,16 @@ from pathlib import Path
 
 import pytest
 from hydra import compose
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
+from attention_lab import config_help
 from attention_lab.attention.declared import declared_variants
-from attention_lab.config import ModelConfig, TrainConfig, knob_names, typed
-from attention_lab.config_help import GROUPS, help_sections
+from attention_lab.config import SCHEMA_SUFFIX, ModelConfig, TrainConfig, knob_names, typed
+from attention_lab.config_help import GROUPS, help_sections, search_path_options, user_groups
 from attention_lab.data.tasks import TASK_REGISTRY
 from attention_lab.run.compose_api import hydra_compose_api
-from conftest import CONFIG_DIR, compose_config, run_script
+from conftest import CONFIG_DIR, TRAIN, compose_config, run_script
 
 MAX_LINES = 60  # one screen and a little: the whole config is `--cfg job`
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
@@ -29,7 +31,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 
 @pytest.fixture(scope="module")
 def help_text() -> str:
-    proc = run_script(CONFIG_DIR.parent / "scripts" / "train.py", "--help", check=True)
+    proc = run_script(TRAIN, "--help", check=True)
     return proc.stdout
 
 
@@ -114,29 +116,31 @@ def test_every_group_a_user_chooses_is_listed_with_its_options_the_chosen_one_fi
     assert set(groups) == {*dirs, "hydra/launcher"}
     defaults = compose_config(return_hydra_config=True).hydra.runtime.choices
     for group in dirs:
-        if group == "model":
-            continue
         listed = listed_options(group, groups[group])
         assert sorted(listed) == group_options(group), group
         if defaults.get(group):
             assert listed[0] == defaults[group], group
+    launchers = listed_options("hydra/launcher", groups["hydra/launcher"])
+    assert launchers[0] == defaults["hydra/launcher"] == "basic" and {"parallel", "slurm"} <= set(launchers)
 
 
-def test_the_model_group_lists_every_variant_under_the_kind_its_class_declares(help_text: str):
-    model = entries(help_text, "Groups")["model"]
-    assert model.split(": ")[1].startswith("multihead;")  # the default
-    facts = declared_variants()
-    assert sorted(facts) == group_options("model")  # a variant with no yaml could not be chosen
-    by_kind = dict(re.findall(r"(\w+): ([\w, ]+?)(?:;|$)", model.split("by kind: ", 1)[1]))
-    for name, fact in facts.items():
-        if name != "multihead":
-            assert name in by_kind[fact.kind].split(", "), (name, fact.kind)
-    assert sum(len(names.split(", ")) for names in by_kind.values()) == len(facts) - 1
+def test_the_variants_and_tasks_listed_are_the_registries(help_text: str):
+    """A variant or a task is a registered class plus a yaml: the help lists the yamls, which must be the classes."""
+    groups = entries(help_text, "Groups")
+    assert sorted(listed_options("model", groups["model"])) == sorted(declared_variants())
+    assert sorted(listed_options("task", groups["task"])) == sorted(TASK_REGISTRY)
 
 
-def test_the_task_group_lists_the_registered_tasks(help_text: str):
-    listed = listed_options("task", entries(help_text, "Groups")["task"])
-    assert sorted(listed) == sorted(TASK_REGISTRY) == group_options("task")
+def test_the_options_are_those_hydras_config_loader_offers():
+    """The help reads the config sources itself (Hydra's loader copies its whole ConfigStore per question): the
+    options it finds are the loader's, for every group, launchers from plugins included."""
+    with hydra_compose_api(CONFIG_DIR):
+        cfg = compose("train", return_hydra_config=True)
+        loader = GlobalHydra.instance().config_loader()
+        for group in user_groups(cfg):
+            offered = [o for o in loader.get_group_options(group) if not o.endswith(SCHEMA_SUFFIX)]
+            assert search_path_options(cfg, group) == sorted(offered), group
+    assert {"basic", "parallel", "slurm", "submitit_slurm"} <= set(offered)  # the last group: hydra/launcher
 
 
 def test_an_option_added_to_a_copy_of_the_configs_is_listed(tmp_path: Path):
@@ -147,14 +151,14 @@ def test_an_option_added_to_a_copy_of_the_configs_is_listed(tmp_path: Path):
     assert "thin" in listed_options("block", entries(sections_of(config_dir=config_dir), "Groups")["block"])
 
 
-def test_every_listed_launcher_exists(help_text: str):
-    """The launchers come from the project and from installed plugins: each one listed is one Hydra accepts."""
-    listed = set(listed_options("hydra/launcher", entries(help_text, "Groups")["hydra/launcher"]))
-    with hydra_compose_api(CONFIG_DIR):
-        from hydra.core.global_hydra import GlobalHydra
-
-        known = set(GlobalHydra.instance().config_loader().get_group_options("hydra/launcher"))
-    assert {"basic", "parallel", "slurm"} <= listed <= known, listed - known
+def test_a_composition_does_not_write_the_help(monkeypatch):
+    """Hydra reads the help's template while it composes any config: the help is written only for --help."""
+    written = []
+    monkeypatch.setattr(config_help, "help_sections", lambda cfg: written.append(cfg) or "")
+    config_help.register_help()
+    cfg = compose_config(return_hydra_config=True)
+    assert written == []
+    assert cfg.hydra.help.template is not None and len(written) == 1
 
 
 def test_an_enum_knob_names_each_of_its_values():

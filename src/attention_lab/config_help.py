@@ -1,14 +1,14 @@
 """What ``python scripts/train.py --help`` and docs/configuration.md's knob table say, generated: every knob's default
 and meaning from the schema (:class:`attention_lab.config.TrainConfig`, declared with ``knob(...)``), every group's
-options from the config search path, the variants from their classes' declarations and the tasks from their
-registry. Nothing here lists a knob, a variant or a task.
+options from the config search path, as ``group=option`` accepts them. Nothing here lists a knob, a variant or a
+task: a variant or a task is one registered class plus one yaml, and tests/test_help.py checks that the options
+listed are the registries' (reading the registries here would cost --help the parsing of every variant's source).
 
 ``--help`` is Hydra's own, customised in its documented way: ``hydra.help.template`` (configs/hydra/help/lab.yaml)
 interpolates ``${lab.help:}``, the resolver that :func:`register_help` registers (scripts/train.py calls it), which
 calls :func:`help_sections` on the composed config. The docs' table is :func:`knob_table`;
 ``python -m attention_lab.config_help docs/configuration.md`` writes it there, and tests/test_config_help.py checks
-that the docs hold it.
-"""
+that the docs hold it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.config import SCHEMA_SUFFIX, TrainConfig, knob_names
@@ -42,8 +43,6 @@ GROUPS = {
     "debug": "one batch each, to check that a config runs",
     "hydra/launcher": "where a sweep's jobs run",
 }
-# Where a group's options come from where it is not the config dir alone: the classes that the options build.
-REGISTERED_GROUPS = ("model", "task")
 
 
 def as_typed(value: Any) -> str:
@@ -80,42 +79,42 @@ def aligned(name: str, text: str, column: int) -> list[str]:
     return [head, *lines]
 
 
-def variant_kinds() -> dict[str, list[str]]:
-    """Variant names by kind (each class's ``kind``), softmax first."""
-    from attention_lab.attention.declared import declared_variants
+def source_options(source: Any, group: str) -> set[str]:
+    """The options of ``group`` in one source of the config search path (an entry of hydra.runtime.config_sources:
+    a dir, a package or Hydra's ConfigStore), read where Hydra reads them; a group the source lacks: none."""
+    if source.schema == "structured":
+        try:
+            return {name.removesuffix(".yaml") for name in ConfigStore.instance().list(group)}
+        except OSError:  # ConfigStore's answer for a group it does not hold
+            return set()
+    import importlib.resources  # here: every start imports this module (register_help), only --help reads packages
 
-    kinds: dict[str, list[str]] = {}
-    for name, facts in sorted(declared_variants().items(), key=lambda item: (item[1].kind != "softmax", item[1].kind, item[0])):
-        kinds.setdefault(facts.kind, []).append(name)
-    return kinds
-
-
-def task_names() -> list[str]:
-    from attention_lab.data.tasks import TASK_REGISTRY
-
-    return sorted(TASK_REGISTRY)
-
-
-def group_options(group: str, loader: Any) -> list[str]:
-    """A group's options as the config search path offers them (the schemas stored beside them left out)."""
-    return sorted(option for option in loader.get_group_options(group) if not option.endswith(SCHEMA_SUFFIX))
+    root = Path(source.path) if source.schema == "file" else importlib.resources.files(source.path)
+    folder = root.joinpath(group)
+    if not folder.is_dir():
+        return set()
+    return {entry.name.removesuffix(".yaml") for entry in folder.iterdir() if entry.name.endswith(".yaml")}
 
 
-def user_groups(loader: Any) -> list[str]:
-    """The groups of the config search path a user chooses: the app's own, and Hydra's launchers."""
-    found = [group for group in loader.list_groups("") if group != "hydra"] + ["hydra/launcher"]
-    return [group for group in GROUPS if group in found] + sorted(set(found) - set(GROUPS))
+def search_path_options(cfg: Any, group: str) -> list[str]:
+    """A group's options over the config search path, as ``group=`` accepts them (the schemas left out). Read from
+    the sources themselves: Hydra's config loader answers the same, after copying its whole ConfigStore per group
+    (tests/test_help.py checks that the two agree)."""
+    options = set().union(*(source_options(source, group) for source in cfg.hydra.runtime.config_sources))
+    return sorted(option for option in options if not option.endswith(SCHEMA_SUFFIX))
 
 
-def group_entry(group: str, chosen: str | None, loader: Any) -> list[str]:
+def user_groups(cfg: Any) -> list[str]:
+    """The groups a user chooses: those of the app's config dirs, and Hydra's launchers."""
+    found = {entry.name for source in cfg.hydra.runtime.config_sources if source.schema == "file"
+             for entry in Path(source.path).iterdir() if entry.is_dir() and entry.name != "hydra"}
+    found.add("hydra/launcher")
+    return [group for group in GROUPS if group in found] + sorted(found - set(GROUPS))
+
+
+def group_entry(group: str, chosen: str | None, options: list[str]) -> list[str]:
     """One group: what it decides, the option chosen (the default unless set; none for a preset), the others."""
-    if group == "model":
-        others = "; ".join(f"{kind}: {', '.join(n for n in names if n != chosen)}"
-                           for kind, names in variant_kinds().items() if set(names) - {chosen})
-        others = f"the others, by kind: {others}"
-    else:
-        options = task_names() if group == "task" else group_options(group, loader)
-        others = ", ".join(option for option in options if option != chosen)
+    others = ", ".join(option for option in options if option != chosen)
     text = "; ".join(part for part in (chosen, others) if part)
     return aligned(group, f"{GROUPS.get(group, 'options')}: {text}", GROUP_COLUMN)
 
@@ -123,13 +122,10 @@ def group_entry(group: str, chosen: str | None, loader: Any) -> list[str]:
 def help_sections(cfg: Any) -> str:
     """The groups and the knobs of ``--help``, for the composed config ``cfg`` (with ``hydra``): each group's option
     and each knob's value as composed (the defaults, unless the command line or a preset set them)."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    loader = GlobalHydra.instance().config_loader()
     choices = cfg.hydra.runtime.choices
     lines = ["== Groups: group=option (the chosen one first: the default, unless set) =="]
-    for group in user_groups(loader):
-        lines += group_entry(group, choices.get(group), loader)
+    for group in user_groups(cfg):
+        lines += group_entry(group, choices.get(group), search_path_options(cfg, group))
     lines += ["", "== Knobs: knob=value (as composed: the default, unless set) =="]
     for knob in knob_fields():
         lines += aligned(f"{knob.name}={as_typed(cfg[knob.name])}", knob.metadata["help"], KNOB_COLUMN)
@@ -140,6 +136,10 @@ def register_help() -> None:
     """``${lab.help:}``: the groups and knobs of ``--help`` (the resolver is handed the composed config)."""
 
     def resolve(*, _root_: DictConfig) -> str:
+        # Hydra also reads the template while it composes any config (it merges its own defaults over the help):
+        # the groups' choices are recorded once the composition is complete, and only then is there a help to write.
+        if not OmegaConf.select(_root_, "hydra.runtime.choices"):
+            return ""
         return help_sections(_root_)
 
     OmegaConf.register_new_resolver("lab.help", resolve, replace=True)
