@@ -177,7 +177,7 @@ class TrainConfig:
     d_model: int = knob(sets="d_model", help="width of the embeddings and blocks")
     layers: int = knob(sets="layers", help="attention blocks (model=cross: as many encoder and decoder blocks)")
     mask: Mask = knob(sets="mask", help="none: a query sees every key; causal: itself and earlier ones; "
-                      "padding: every key but the padding",
+                      "padding: every key but the padding tokens",
                       more="A recurrence over time (its class declares `causal_only`) takes `causal` only")
     window: int | None = knob(sets="window", help="a query sees the keys fewer than `window` positions away; null: "
                               "all", more="Not for the variants that form no T × T scores (their class's `rejects`)")

@@ -165,7 +165,10 @@ def replace_knob_table(text: str) -> str:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m attention_lab.config_help <docs/configuration.md>``: rewrites that file's knob table."""
+    """``python -m attention_lab.config_help [docs/configuration.md]``: rewrites that file's knob table (without a
+    file: prints the table)."""
+    if not argv:
+        print(knob_table())
     for name in argv:
         path = Path(name)
         path.write_text(replace_knob_table(path.read_text(encoding="utf-8")), encoding="utf-8")
