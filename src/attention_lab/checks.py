@@ -33,7 +33,7 @@ from attention_lab.attention.arguments import (
 )
 from attention_lab.attention.declared import VariantFacts, declared_variants
 from attention_lab.attention.errors import AttentionArgumentError
-from attention_lab.config import ALL_MASKS, Mask, Position, setting_name
+from attention_lab.config import ALL_MASKS, Mask, Position, block_heads, setting_name
 from attention_lab.data.corpus import tokenize
 from attention_lab.data.tasks.base import TASK_REGISTRY, check_ood_range
 from attention_lab.did_you_mean import did_you_mean
@@ -229,7 +229,7 @@ def check_model(cfg: DictConfig, variant: VariantFacts, who: str = "") -> None:
     model's own variant only (see attention_lab.model.block_attention)."""
     model = cfg.model
     name, d_model = variant.name, model.d_model
-    num_heads = model.num_heads if variant.multi_head else 1  # ModelConfig.layer_heads
+    num_heads = block_heads(model.num_heads, variant)
     own = name == str(model.name)
     position = Position(model.position).value
     try:

@@ -23,7 +23,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from attention_lab.attention.declared import declared_variants
+from attention_lab.attention.declared import VariantFacts, declared_variants
 from attention_lab.attention.positions import Position
 
 
@@ -41,6 +41,7 @@ class Device(str, Enum):
 
 
 ALL_MASKS = [m.value for m in Mask]
+SCHEMA_SUFFIX = "_schema"  # the schemas' names in Hydra's ConfigStore: train_schema, model_schema, ...
 # Fields that checkpoints saved before the variants' facts moved to their classes may still hold.
 RETIRED_MODEL_FIELDS = ("encoder_decoder", "masks", "positions", "grouped_kv", "learned_heads", "rejects")
 
@@ -48,6 +49,24 @@ RETIRED_MODEL_FIELDS = ("encoder_decoder", "masks", "positions", "grouped_kv", "
 def typed(schema: type, values: Any) -> Any:
     """Plain values (a dict, or an untyped DictConfig read from a run dir) -> the schema's dataclass, checked."""
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))
+
+
+def knob(default: Any = MISSING, *, help: str, more: str = "", sets: str | None = None) -> Any:
+    """A top-level knob of :class:`TrainConfig`, its meaning kept with it: ``help`` is the one line ``--help`` shows,
+    ``more`` what docs/configuration.md's table adds (:mod:`attention_lab.config_help` writes both). ``sets``: the
+    :class:`ModelConfig` field the knob sets (configs/model/ interpolates it), whose default is the knob's."""
+    metadata = {"help": help, "more": more, **({"sets": sets} if sets else {})}
+    if sets is not None:
+        model_default = next(f.default for f in dataclasses.fields(ModelConfig) if f.name == sets)
+        return field(default=model_default, metadata=metadata)
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def knob_names() -> list[str]:
+    """The top-level knobs, in the schema's order: the fields of TrainConfig declared with :func:`knob`."""
+    return [f.name for f in dataclasses.fields(TrainConfig) if "help" in f.metadata]
 
 
 @dataclass
@@ -61,15 +80,18 @@ class BlockConfig:
 
 @dataclass
 class ModelConfig:
+    """A field that a top-level knob sets (``TrainConfig``'s ``knob(sets=...)``) means what the knob's help says;
+    its default here is the knob's default too."""
+
     name: str = MISSING  # attention variant: a name registered in attention_lab.attention
-    d_model: int = 48  # width of embeddings and blocks
+    d_model: int = 48
     num_heads: int = 4
     layers: int = 2
-    kv_heads: int | None = None  # None: one key/value head per query head
+    kv_heads: int | None = None
     mask: Mask = Mask.padding
-    window: int | None = None  # None: every key; w: only keys less than w positions away
+    window: int | None = None
     position: Position = Position.learned
-    smeared_keys: bool = False  # each key mixed with the previous one, a learned share per head (Olsson et al.)
+    smeared_keys: bool = False
     block: BlockConfig = field(default_factory=lambda: BlockConfig(name="transformer"))
     dropout: float = 0.0
     qkv_bias: bool = False
@@ -85,7 +107,7 @@ class ModelConfig:
 
     def layer_heads(self, variant: str) -> int:
         """Heads of a block of ``variant``: the model's, or 1 for a single-head variant."""
-        return self.num_heads if declared_variants(only=variant)[variant].multi_head else 1
+        return block_heads(self.num_heads, declared_variants(only=variant)[variant])
 
     @property
     def encoder_decoder(self) -> bool:
@@ -146,39 +168,77 @@ class TrainConfig:
     data: Any = None  # the datamodule (_target_), built from `task`
     module: Any = None  # the LightningModule (_target_), built from `model`
     # Top-level knobs, overridden bare: `python scripts/train.py heads=3 d_model=96`.
-    heads: int = 4
-    kv_heads: int | None = None
-    d_model: int = 48
-    layers: int = 2
-    mask: Mask = Mask.padding
-    window: int | None = None
-    position: Position = Position.learned
-    smeared_keys: bool = False
-    mixers: list[str] | None = None
-    device: Device = Device.auto
-    seed: int = 0
-    threads: int | None = 1  # torch CPU threads; None = torch's default (one per core)
-    lr: float = 3e-3
-    weight_decay: float = 0.0
-    batch_size: int = 64
-    max_steps: int = 1500
-    max_epochs: int | None = None
-    optimized_metric: str = "val/seq_acc"
-    probe: str | None = None  # the words whose attention the run shows; None = the task's own (data/probe.py)
-    log_attention_every_n_steps: int = 10  # the first interval (callbacks/log_schedule.py)
-    num_predictions_logged: int = 4
-    ablation: list[str] | None = None  # head ablations at the end: zero, mean; None = both (where heads learn)
-    ablation_every_validation: bool = False  # ... and at every validation during training
-    patching: bool = True  # activation patching at the end, where the task has a corruption (data/tasks)
-    patching_every_validation: bool = False  # ... and at every validation during training
-    tags: list = field(default_factory=list)
-    resume: str | None = None  # run dir to continue: `python scripts/train.py resume=<run dir>`
+    heads: int = knob(sets="num_heads", help="attention heads; must divide d_model (single-head variants use 1)",
+                      more="With a single-head variant, `heads` other than 1 typed on a run's command line is an "
+                      "error; in a sweep such a job is the variant's one-head job. `conv` has one filter per head")
+    kv_heads: int | None = knob(sets="kv_heads", help="key/value heads shared by groups of query heads (1: "
+                                "multi-query); null: heads", more="A divisor of `heads`, for the variants that "
+                                "share keys and values between heads (their class declares `grouped_kv`)")
+    d_model: int = knob(sets="d_model", help="width of the embeddings and blocks")
+    layers: int = knob(sets="layers", help="attention blocks (model=cross: as many encoder and decoder blocks)")
+    mask: Mask = knob(sets="mask", help="none: a query sees every key; causal: itself and earlier ones; "
+                      "padding: every key but the padding tokens",
+                      more="A recurrence over time (its class declares `causal_only`) takes `causal` only")
+    window: int | None = knob(sets="window", help="a query sees the keys fewer than `window` positions away; null: "
+                              "all", more="Not for the variants that form no T × T scores (their class's `rejects`)")
+    position: Position = knob(sets="position", help="learned or sinusoidal: a table added to the embeddings; rope or "
+                              "alibi: inside attention; none: NoPE")
+    smeared_keys: bool = knob(sets="smeared_keys", help="each key mixed with the previous one, a learned share per "
+                              "head (Olsson et al. 2022)", more="k'_j = σ(α_h) k_j + (1 − σ(α_h)) k_{j−1}, one learned "
+                              "α_h per key head (starting at 0; k_{−1} = 0; before `rope` rotates the key); for the "
+                              "variants with learned keys on the queries' own sequence, refused with one line by the "
+                              "others")
+    mixers: list[str] | None = knob(sets="mixers", help="one variant per layer, e.g. mixers=[gated_deltanet,multihead] "
+                                    "layers=2; null: every layer is model's (its model.options go to its layers only)",
+                                    more="A [hybrid stack](#hybrid-stacks)")
+    device: Device = knob(Device.auto, help="auto: cuda, then mps, then cpu; cpu, cuda or mps: that one")
+    seed: int = knob(0, help="seed of the data, the weights and the training order",
+                     more="The same seed gives bit-identical metrics and weights on the same machine, torch build and "
+                     "`threads` (see [What reproduces](experiments.md#what-reproduces-exactly))")
+    threads: int | None = knob(1, help="torch CPU threads; null: one per core",
+                               more="The models are tiny: extra threads only wait on each other")
+    lr: float = knob(3e-3, help="AdamW's learning rate", more="`module.optimizer` in the config")
+    weight_decay: float = knob(0.0, help="AdamW's weight decay")
+    batch_size: int = knob(64, help="training examples per step", more="Validation uses at least 256")
+    max_steps: int = knob(1500, help="training steps at most (early stopping ends a solved run sooner)",
+                          more="See `callbacks` under [Groups](#groups-defaults-in-bold)")
+    max_epochs: int | None = knob(None, help="epochs at most; null: max_steps alone bounds the run")
+    optimized_metric: str = knob("val/seq_acc", help="the final metric the run returns (what Optuna optimises)",
+                                 more="Also `val/token_acc`, `val/loss`, `ood/*` (with a longer validation set), "
+                                 "`val/in_context_score` (`task=induction`; not the `val/loss_by_index/{i}` values), "
+                                 "`attention_entropy/layer<l>/head<h>`, `head_score/<kind>/layer<l>/head<h>`, "
+                                 "`ablation/<how>/<metric>/layer<l>/head<h>` or `.../layer<l>/all`, "
+                                 "`patching/logit_diff/layer<l>/head<h>` or `.../layer<l>/all` (a task with a "
+                                 "corruption)")
+    probe: str | None = knob(None, help="the sentence whose attention TensorBoard shows; null: the task's own",
+                             more="Also what `visualize.py` shows without `--text`; the task's own probe is an input "
+                             "that shows its mechanism (see [Tasks](#tasks))")
+    log_attention_every_n_steps: int = knob(10, help="the probe's attention: every N steps to step 20 N, then sparser",
+                                            more="10 logs per doubling of the step (with 10: steps 10, 20, …, 190, "
+                                            "then 200, 220, …, 380, then 400, 440, …), and at the end; the "
+                                            "`predictions` text once per doubling (10 N, 20 N, 40 N, …); "
+                                            "callbacks/log_schedule.py")
+    num_predictions_logged: int = knob(4, help="validation examples shown in TensorBoard's Text tab")
+    ablation: list[str] | None = knob(None, help="head ablations at the end: [zero,mean]; null: both; []: none",
+                                      more="Of the final validation (see [What TensorBoard shows]"
+                                      "(tensorboard.md#what-tensorboard-shows)); `null` is both for every variant "
+                                      "whose heads have weights (`model=simple` has none: no ablation)")
+    ablation_every_validation: bool = knob(False, help="the ablations at every validation during training too",
+                                           more="About 20 passes over the validation set each time")
+    patching: bool = knob(True, help="activation patching at the end, where the task has a corruption; false: off",
+                          more="Each head's and each layer's clean output patched into the corrupted run, "
+                          "`patching/logit_diff/...` (see [Activation patching](tensorboard.md#activation-patching)); "
+                          "a task without a corruption logs one info line and nothing else")
+    patching_every_validation: bool = knob(False, help="the patching at every validation during training too",
+                                           more="2 + (heads + 1) × layers passes over the validation set each time")
+    tags: list = knob([], help="free-form labels, kept in the run's .hydra/config.yaml")
+    resume: str | None = knob(None, help="a run dir (or sweep dir) to continue after an interruption",
+                              more="See [Interrupted runs](sweeps.md#interrupted-runs-resume)")
 
 
 # In configs/, the model's fields follow the top-level knobs: model field -> the knob that sets it.
-KNOB_OF_FIELD = {"d_model": "d_model", "num_heads": "heads", "layers": "layers", "kv_heads": "kv_heads",
-                 "mask": "mask", "window": "window", "position": "position", "block": "block",
-                 "mixers": "mixers", "smeared_keys": "smeared_keys"}
+KNOB_OF_FIELD = {**{f.metadata["sets"]: f.name for f in dataclasses.fields(TrainConfig) if "sets" in f.metadata},
+                 "block": "block"}
 # `heads` sets model.num_heads of a variant with several heads; a single-head variant's is 1 (its class says so).
 FROM_KNOBS = {**{field_name: f"${{{knob}}}" for field_name, knob in KNOB_OF_FIELD.items()},
               "num_heads": "${lab.num_heads:${.name},${heads},${mixers}}"}
@@ -189,19 +249,25 @@ def setting_name(model_field: str) -> str:
     return KNOB_OF_FIELD.get(model_field, f"model.{model_field}")
 
 
+def block_heads(heads: Any, variant: VariantFacts | None) -> Any:
+    """The heads rule: a block of a variant with several heads has ``heads``, one of a single-head variant 1 (an
+    unknown variant, None, keeps ``heads``: building it fails, naming the variant)."""
+    return heads if variant is None or variant.multi_head else 1
+
+
 def num_heads_of(variant: str, heads: Any, mixers: Any = None) -> Any:
-    """model.num_heads: the ``heads`` knob for a variant with several heads, 1 for a single-head one (an unknown
-    variant keeps the knob: building it fails, naming the variant). With ``mixers``, the knob where any layer's
-    variant has several heads (each single-head layer has 1: ModelConfig.layer_heads)."""
+    """model.num_heads: the ``heads`` knob where some layer's block takes it (:func:`block_heads`; a hybrid stack's
+    layers are ``mixers``), else 1."""
     names = [str(name) for name in mixers] if mixers else [str(variant)]
-    facts = [declared_variants(only=name).get(name) for name in names]
-    return heads if any(fact is None or fact.multi_head for fact in facts) else 1
+    layer_heads = {block_heads(heads, declared_variants(only=name).get(name)) for name in names}
+    return heads if heads in layer_heads else 1
 
 
 def register_configs() -> None:
     """The schema for Hydra, and the resolvers of configs/hydra/default.yaml: ``${lab.run_dir:${resume},<new>}``
     keeps a resumed run in its own dir, and ``${lab.output_subdir:${resume}}`` stops Hydra from rewriting that
-    run's .hydra/ record (the task function updates it once the resumed run has started)."""
+    run's .hydra/ record (the task function updates it once the resumed run has started). ``--help``'s resolver is
+    :func:`attention_lab.config_help.register_help`'s."""
     OmegaConf.register_new_resolver(
         "lab.run_dir", lambda resume, new: os.path.abspath(os.path.expanduser(str(resume))) if resume else new,
         replace=True)
@@ -210,10 +276,10 @@ def register_configs() -> None:
     OmegaConf.register_new_resolver("lab.job_subdir", lambda num, offset: str(int(num) + int(offset)), replace=True)
     OmegaConf.register_new_resolver("lab.num_heads", num_heads_of, replace=True, use_cache=True)
     cs = ConfigStore.instance()
-    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name=f"train{SCHEMA_SUFFIX}", node=TrainConfig)
     model = OmegaConf.structured(ModelConfig)
     for key, interpolation in FROM_KNOBS.items():
         model[key] = interpolation  # an interpolation may stand in for any typed value
-    cs.store(group="model", name="model_schema", node=model)
-    cs.store(group="block", name="block_schema", node=BlockConfig)
-    cs.store(group="task", name="task_schema", node=TaskConfig)
+    cs.store(group="model", name=f"model{SCHEMA_SUFFIX}", node=model)
+    cs.store(group="block", name=f"block{SCHEMA_SUFFIX}", node=BlockConfig)
+    cs.store(group="task", name=f"task{SCHEMA_SUFFIX}", node=TaskConfig)

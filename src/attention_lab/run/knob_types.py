@@ -9,10 +9,7 @@ as Hydra's composition would; everything else (sweeps, groups, ``+``/``~``, nest
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from collections.abc import Sequence
-from typing import Any
 
 from attention_lab.run.overrides import is_override
 
@@ -23,10 +20,9 @@ def check_knob_types(argv: Sequence[str]) -> None:
     from hydra.core.override_parser.types import OverrideType
     from omegaconf import OmegaConf
 
-    from attention_lab.config import TrainConfig
+    from attention_lab.config import TrainConfig, knob_names
 
-    knobs = {name for name, declared in typing.get_type_hints(TrainConfig).items()
-             if declared is not Any and not dataclasses.is_dataclass(declared)}  # not the groups
+    knobs = set(knob_names())
     overrides = [o for o in OverridesParser.create().parse_overrides([a for a in argv if is_override(a)])
                  if o.type is OverrideType.CHANGE and o.package is None and not o.is_sweep_override()
                  and o.key_or_group in knobs]

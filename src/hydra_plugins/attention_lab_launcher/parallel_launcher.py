@@ -56,8 +56,9 @@ class ParallelLauncherConf:
     preload: list[str] = field(default_factory=lambda: list(PRELOAD))  # imported once, before the jobs fork
 
 
-# The schema of configs/hydra/launcher/parallel.yaml: n_jobs=two fails at compose time.
-ConfigStore.instance().store(group="hydra/launcher", name="attention_lab_parallel", node=ParallelLauncherConf,
+# The schema of configs/hydra/launcher/parallel.yaml: n_jobs=two fails at compose time. Named as the lab names its
+# schemas (attention_lab.config.SCHEMA_SUFFIX), so that --help lists parallel alone.
+ConfigStore.instance().store(group="hydra/launcher", name="parallel_schema", node=ParallelLauncherConf,
                              provider="attention_lab")
 
 

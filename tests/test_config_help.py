@@ -1,0 +1,48 @@
+"""docs/configuration.md's knob table is the schema's: every knob once, at its default, with the meaning its field
+declares (``python -m attention_lab.config_help docs/configuration.md`` rewrites it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from omegaconf import OmegaConf
+
+from attention_lab.config import TrainConfig, knob_names
+from attention_lab.config_help import knob_table, replace_knob_table
+from conftest import ROOT
+
+DOCS = ROOT / "docs" / "configuration.md"
+FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def docs_rows() -> dict[str, tuple[str, str]]:
+    """The docs' knob table, read independently of the generator: knob -> (default, meaning)."""
+    text = DOCS.read_text(encoding="utf-8")
+    table = text[text.index("\n## Knobs"):].split("\n\n|", 1)[1].split("\n\n")[0]  # from its header's "| knob"
+    rows = {}
+    for line in ("|" + table).splitlines()[2:]:  # after the header and its rule
+        knob, default, meaning = (cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1])
+        rows[knob.strip("`")] = (default.strip("`"), meaning.replace("\\|", "|"))
+    return rows
+
+
+def test_the_docs_table_has_every_knob_at_its_default_with_its_meaning():
+    rows, schema = docs_rows(), OmegaConf.structured(TrainConfig)
+    assert list(rows) == knob_names()
+    for name, (default, meaning) in rows.items():
+        assert default == OmegaConf.to_yaml(OmegaConf.create({"v": schema[name]})).split(":", 1)[1].strip(), name
+        declared = FIELDS[name].metadata
+        assert meaning.startswith(declared["help"]) and meaning.endswith(declared["more"]), name
+
+
+def test_the_docs_hold_the_generated_table():
+    text = DOCS.read_text(encoding="utf-8")
+    assert knob_table() in text, "regenerate it: python -m attention_lab.config_help docs/configuration.md"
+    assert replace_knob_table(text) == text
+
+
+def test_rewriting_the_table_changes_nothing_else():
+    text = DOCS.read_text(encoding="utf-8")
+    stale = text.replace("| `seed` | `0` |", "| `seed` | `7` |")
+    assert stale != text and replace_knob_table(stale) == text
