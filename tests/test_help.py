@@ -174,3 +174,18 @@ def test_nothing_internal_and_short(help_text: str):
     assert "_schema" not in help_text and "${" not in help_text and "_target_" not in help_text
     assert "--cfg job" in help_text and "--hydra-help" in help_text
     assert len(help_text.splitlines()) <= MAX_LINES, len(help_text.splitlines())
+
+
+def test_help_into_a_closed_pipe_ends_quietly():
+    """`--help | head -1`: the reader is gone before the help is written; no traceback, exit status 1."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT, script_env
+
+    proc = subprocess.Popen([sys.executable, str(TRAIN), "--help"], cwd=ROOT, env=script_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # before the child has imported Hydra, long before it prints
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -102,6 +102,9 @@ def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted (Ctrl-C)\n")
         sys.exit(130)
+    except BrokenPipeError:  # `--help | head`: the reader has what it wanted; as the Python docs do it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        sys.exit(1)
     except SystemExit as stop:  # the one line a refused command or a failed sweep ends with may quote a record
         if isinstance(stop.code, str):
             sys.exit(console(stop.code))
