@@ -21,8 +21,10 @@ WORD_IDS = {VOCAB.stoi[w] for w in VOCAB.words}
 
 
 def recall_config(**changes) -> TaskConfig:
-    values = dict(name="recall", pairs=4, queries=2, max_len=16, train_size=300, val_size=100)
-    return TaskConfig(**{**values, **changes})
+    """recall's config with ``changes``: to its options (pairs, queries) or to the shared settings."""
+    options = {"pairs": 4, "queries": 2, **{key: changes.pop(key) for key in ("pairs", "queries") if key in changes}}
+    values = dict(name="recall", max_len=16, train_size=300, val_size=100)
+    return TaskConfig(**{**values, **changes}, options=options)
 
 
 def induction_config(**changes) -> TaskConfig:
@@ -89,12 +91,12 @@ def test_train_and_val_are_disjoint_and_the_seed_fixes_the_data(config):
 
 
 @pytest.mark.parametrize(("config", "setting"), [
-    (recall_config(pairs=7, queries=3), "task.pairs=7"),        # 17 words > task.max_len=16
-    (recall_config(pairs=5, max_len=10), "task.pairs=5"),       # 12 words > 10
-    (recall_config(pairs=18, queries=1, max_len=40), "task.pairs=18"),  # the corpus has 17 distinct words
-    (recall_config(pairs=2, queries=3), "task.queries=3"),      # more queries than keys
-    (recall_config(pairs=0), "task.pairs=0"),
-    (recall_config(queries=0), "task.queries=0"),
+    (recall_config(pairs=7, queries=3), "task.options.pairs=7"),        # 17 words > task.max_len=16
+    (recall_config(pairs=5, max_len=10), "task.options.pairs=5"),       # 12 words > 10
+    (recall_config(pairs=18, queries=1, max_len=40), "task.options.pairs=18"),  # the corpus has 17 distinct words
+    (recall_config(pairs=2, queries=3), "task.options.queries=3"),      # more queries than keys
+    (recall_config(pairs=0), "task.options.pairs=0"),
+    (recall_config(queries=0), "task.options.queries=0"),
     (recall_config(pairs=1, queries=1, train_size=300), "task.train_size + task.val_size"),  # 17 * 17 inputs
     (induction_config(min_len=2, max_len=3), "task.max_len=3"),
     (induction_config(min_len=7, max_len=7), "task.min_len=7"),  # no even length in 7..7
@@ -113,7 +115,8 @@ def test_settings_the_corpus_cannot_serve_fail_with_one_line_naming_them(config,
 
 def test_the_task_yamls_compose_with_checkable_defaults():
     recall = compose_config(["task=recall"]).task
-    assert (recall.pairs, recall.queries, recall.masks) == (4, 2, ["none", "causal", "padding"])
+    options = build_task("recall").options_of(recall)  # none set: the class's defaults, as the docs give them
+    assert (options.pairs, options.queries, recall.masks) == (4, 2, ["none", "causal", "padding"])
     build_task("recall").check(VOCAB, SENTENCES, recall)
     induction = compose_config(["task=induction", "mask=causal"]).task
     assert list(induction.masks) == ["causal"]
