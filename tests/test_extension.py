@@ -101,9 +101,14 @@ for shift in (cfg.task.options.shift, None):
 print(json.dumps(shown))
 '''
 
-# The test files that enumerate the variants and the tasks (from the registries or configs/), run on the copy.
-REGISTRY_TESTS = ["tests/test_variant_facts.py", "tests/test_variant_configs.py", "tests/test_configs.py",
-                  "tests/test_state_size.py", "tests/test_errors.py"]
+# The tests that enumerate the variants or the tasks (from the registries or configs/), run on the copy: those of
+# the new variant and task (by their names), and those that check every variant or task at once. The whole default
+# suite on the copy takes as long as on the project; these are the tests a new name can break.
+REGISTRY_TESTS = ["tests/test_configs.py", "tests/test_errors.py", "tests/test_variant_facts.py",
+                  "tests/test_attention_variants.py", "tests/test_state_size.py", "tests/test_tensorboard_tab.py",
+                  "tests/test_gradcheck.py"]
+SELECTED = ("cosine or rotate or groups_offer or compose_errors or declarations_match or source_reader or "
+            "every_tasks_kind or gradcheck")
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +187,14 @@ def test_a_bad_option_of_the_new_variant_or_task_is_one_line(project, tmp_path, 
 
 
 def test_the_tests_that_enumerate_variants_and_tasks_pass_on_the_copy(project):
-    proc = in_copy(project, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *REGISTRY_TESTS, timeout=900)
+    proc = in_copy(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", *REGISTRY_TESTS, "-k", SELECTED,
+                   timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert " passed" in proc.stdout.splitlines()[-1]
+    counts = proc.stdout.strip().splitlines()[-1]
+    assert " passed" in counts and "failed" not in counts and "error" not in counts, counts
+
+
+@pytest.mark.xfail(strict=True, reason="--help lists each group's options by hand (configs/hydra/help/lab.yaml)")
+def test_the_help_lists_the_new_variant_and_task(project):
+    proc = in_copy(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_help.py", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:]

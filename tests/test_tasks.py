@@ -4,16 +4,18 @@ each through scripts/train.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+import re
 
 import pytest
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary, read_sentences
-from attention_lab.data.tasks import build_task
+from attention_lab.data.tasks import TASK_REGISTRY, build_task
 from attention_lab.errors import ConfigError
-from conftest import compose_config, run_train
+from conftest import ROOT, compose_config, run_train
 
 SENTENCES = read_sentences()
 VOCAB = Vocabulary.from_sentences(SENTENCES)
@@ -159,3 +161,13 @@ def test_task_yamls_state_only_what_differs_from_the_defaults():
         assert set(stated) <= set(defaults), path.name
         restated = {key: value for key, value in stated.items() if value == defaults[key]}
         assert not restated, f"{path.name} restates TaskConfig's defaults: {restated}"
+
+
+def test_the_docs_list_every_tasks_own_options_with_their_class_defaults():
+    """docs/configuration.md's table of the tasks' options says what each task's Options class declares."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| (`\w+` \(.+?\)(?:, `\w+` \(.+?\))*) \|", text, re.MULTILINE))
+    documented = {task: re.findall(r"`(\w+)` \((.+?)\)", cell) for task, cell in rows.items()}
+    declared = {name: [(f.name, str(f.default)) for f in dataclasses.fields(cls.Options)]
+                for name, cls in TASK_REGISTRY.items() if dataclasses.fields(cls.Options)}
+    assert declared and documented == declared
