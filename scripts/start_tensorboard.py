@@ -16,7 +16,7 @@ replaces all three.
 Without a logdir it opens the newest sweep under outputs/ (the sweep whose multirun.yaml changed last), whose HParams
 table compares its jobs, and says so with the command that opens everything; with no sweep there, outputs/ itself.
 TensorBoard's HParams tab shows one table per logdir, its columns taken from the first run it reads: every run
-logs every knob, so a logdir of many sweeps has them all, but a column only one sweep varies (`task.delay`) is
+logs every knob, so a logdir of many sweeps has them all, but a column only one sweep varies (`task.options.delay`) is
 there when that sweep is opened alone.
 (Not named tensorboard.py: scripts/ is first on the path of every script here, and it would hide the package.)
 """

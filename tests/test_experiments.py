@@ -45,9 +45,11 @@ def test_what_the_presets_hold_fixed():
         (kv,) = sweep_job_configs(["experiment=kv_heads", "kv_heads=1", "seed=0"], "train", validate)
         (formation,) = sweep_job_configs(["experiment=induction_formation", "layers=2", "seed=0"], "train", validate)
     assert (induction.task.name, induction.mask, induction.callbacks.early_stopping) == ("induction", "causal", None)
-    assert (length.task.name, length.task.delay, length.mask, length.optimized_metric) == ("copy", 1, "causal", "ood/seq_acc")
+    assert (length.task.name, length.task.options.delay, length.mask, length.optimized_metric) == (
+        "copy", 1, "causal", "ood/seq_acc")
     assert (length.task.max_len, length.task.ood_min_len, length.task.ood_max_len) == (8, 9, 16)
-    assert (kv.model.name, kv.model.num_heads, kv.model.kv_heads, kv.task.pairs, kv.task.queries) == ("multihead", 4, 1, 5, 3)
+    assert (kv.model.name, kv.model.num_heads, kv.model.kv_heads, kv.task.options) == (
+        "multihead", 4, 1, {"pairs": 5, "queries": 3})
     # Attention-only transformers (residual and LayerNorm, no MLP), validated often enough to see the heads form.
     assert (formation.task.name, formation.mask, formation.callbacks.early_stopping) == ("induction", "causal", None)
     assert (formation.model.block.residual, formation.model.block.mlp, formation.trainer.val_check_interval) == (True, False, 10)

@@ -54,19 +54,20 @@ def hparams_columns(logdir: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:
     sweep = tmp_path_factory.mktemp("hparams") / "sweep"
-    run_train(sweep, "model=self,multihead", "heads=2", "task.delay=0,1", "task=copy", *TINY, multirun=True)
+    run_train(sweep, "model=self,multihead", "heads=2", "task.options.delay=0,1", "task=copy", *TINY, multirun=True)
     return sweep
 
 
 def test_a_sweep_job_shows_every_knob_and_what_the_sweep_varies(sweep: Path):
     shown = [logged_hparams(sweep / str(job)) for job in range(4)]
     # model=self trains one head whatever heads=2 says: the column says what took effect.
-    assert [(s["model"], s["heads"], s["task"], s["task.delay"]) for s in shown] == [
+    assert [(s["model"], s["heads"], s["task"], s["task.options.delay"]) for s in shown] == [
         ("self", 1, "copy", 0), ("self", 1, "copy", 1), ("multihead", 2, "copy", 0), ("multihead", 2, "copy", 1)]
-    assert all(set(s) == KNOBS | {"run", "task.delay"} for s in shown)
+    assert all(set(s) == KNOBS | {"run", "task.options.delay"} for s in shown)
     assert [s["run"].split(",max_steps=")[0] for s in shown] == [  # its overrides, as its TensorBoard run is named
-        "model=self,heads=2,task.delay=0,task=copy", "model=self,heads=2,task.delay=1,task=copy",
-        "model=multihead,heads=2,task.delay=0,task=copy", "model=multihead,heads=2,task.delay=1,task=copy"]
+        "model=self,heads=2,task.options.delay=0,task=copy", "model=self,heads=2,task.options.delay=1,task=copy",
+        "model=multihead,heads=2,task.options.delay=0,task=copy",
+        "model=multihead,heads=2,task.options.delay=1,task=copy"]
 
 
 def test_a_single_run_shows_every_knob(tiny_trained_run: Path):

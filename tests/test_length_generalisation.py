@@ -30,7 +30,7 @@ def config(name: str, **changes) -> TaskConfig:
     if name == "induction":
         values.update(min_len=4, max_len=8, ood_min_len=10, ood_max_len=14)
     if name == "recall":
-        values.update(pairs=2, queries=2, max_len=6, ood_min_len=8, ood_max_len=12)
+        values.update(max_len=6, ood_min_len=8, ood_max_len=12, options={"pairs": 2, "queries": 2})
     if name == "next_word":  # the built-in sentences have 5 and 6 words: windows of 5 are the longest
         values.update(min_len=2, max_len=4, ood_min_len=5, ood_max_len=5)
     return TaskConfig(**{**values, **changes})
@@ -102,7 +102,7 @@ def test_tasks_that_cannot_make_the_longer_set_name_the_setting():
     too_long = config("induction", ood_min_len=10, ood_max_len=2 * words + 2)  # more distinct words than exist
     with pytest.raises(ConfigError, match=r"task\.ood_max_len"):
         build_task("induction").check_ood(VOCAB, SENTENCES, too_long)
-    odd = config("recall", queries=1, ood_min_len=8, ood_max_len=8)  # 2 * pairs + 1 is never 8
+    odd = config("recall", options={"pairs": 2, "queries": 1}, ood_min_len=8, ood_max_len=8)  # 2 * pairs + 1 is never 8
     with pytest.raises(ConfigError, match=r"task\.ood_min_len=8 is invalid for task=recall"):
         build_task("recall").check_ood(VOCAB, SENTENCES, odd)
     with pytest.raises(ConfigError, match=r"task\.ood_min_len"):

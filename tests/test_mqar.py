@@ -23,9 +23,10 @@ CHI2_15_999 = 37.70  # the 0.999 quantile of chi-square with 15 degrees of freed
 
 
 def mqar(**changes) -> TaskConfig:
-    settings = {"name": "mqar", "words": 256, "pairs": 4, "max_len": 32, "train_size": 1500, "val_size": 200,
-                **changes}
-    return TaskConfig(**settings)
+    """mqar's config with ``changes``: to its options (pairs, power_a) or to the shared settings."""
+    options = {"pairs": 4, **{key: changes.pop(key) for key in ("pairs", "power_a") if key in changes}}
+    settings = {"name": "mqar", "words": 256, "max_len": 32, "train_size": 1500, "val_size": 200, **changes}
+    return TaskConfig(**settings, options=options)
 
 
 def examples(config: TaskConfig, seed: int = 0):
@@ -58,11 +59,12 @@ def test_every_key_is_asked_once_after_the_pairs_and_its_target_is_its_value():
 
 
 def slot_counts(config: TaskConfig, seed: int) -> list[int]:
-    counts = [0] * ((config.max_len - 2 * config.pairs) // 2)
+    pairs = config.options["pairs"]
+    counts = [0] * ((config.max_len - 2 * pairs) // 2)
     for _, targets in examples(config, seed):
         for position, target in enumerate(targets):
             if target != PAD_ID:
-                counts[(position - 2 * config.pairs) // 2] += 1
+                counts[(position - 2 * pairs) // 2] += 1
     return counts
 
 
@@ -88,11 +90,11 @@ def test_with_several_pairs_most_queries_come_soon_after_them():
 
 
 @pytest.mark.parametrize(("changes", "setting"), [
-    ({"pairs": 9}, "task.pairs=9"),  # 9 pairs and 9 queries at every other position need 36 positions
-    ({"pairs": 0}, "task.pairs=0"),
-    ({"power_a": 0.0}, "task.power_a=0.0"),
-    ({"power_a": 2}, "task.power_a=2"),
-    ({"words": 17, "pairs": 9, "max_len": 64}, "task.pairs=9"),  # 17 words: halves of 8 and 9
+    ({"pairs": 9}, "task.options.pairs=9"),  # 9 pairs and 9 queries at every other position need 36 positions
+    ({"pairs": 0}, "task.options.pairs=0"),
+    ({"power_a": 0.0}, "task.options.power_a=0.0"),
+    ({"power_a": 2}, "task.options.power_a=2"),
+    ({"words": 17, "pairs": 9, "max_len": 64}, "task.options.pairs=9"),  # 17 words: halves of 8 and 9
 ])
 def test_an_input_that_cannot_be_built_is_one_line(changes, setting):
     config = mqar(**changes)
@@ -114,7 +116,7 @@ def test_the_preset_races_every_mixer_at_every_width_and_learning_rate():
     assert {(c.model.name, c.d_model, c.lr, c.seed) for c in configs} == {
         (m, d, lr, s) for m in mixers for d in widths for lr in rates for s in seeds}
     for config in configs:  # one task, one budget, attention-only blocks (residual and norm, no MLP)
-        assert (config.task.name, config.task.words, config.task.pairs, config.task.max_len) == ("mqar", 64, 4, 32)
+        assert (config.task.name, config.task.words, config.task.options.pairs, config.task.max_len) == ("mqar", 64, 4, 32)
         assert (config.block.name, config.block.mlp, config.block.residual, config.block.layer_norm) == (
             "attention_only", False, True, True)
         assert (config.mask, config.heads, config.model.context_length) == ("causal", 1, 32)

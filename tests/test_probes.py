@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 from attention_lab.config import TaskConfig, typed
 from attention_lab.data.corpus import Vocabulary, read_sentences, tokenize
 from attention_lab.data.probe import EXAMPLE_TEXT
+from attention_lab.data.tasks import build_task
 from attention_lab.review.visualize import run_probe, visualize
 from conftest import compose_config, run_train
 
@@ -34,10 +35,11 @@ def shows_its_mechanism(task: TaskConfig, words: list[str]) -> None:
         assert len(words) % 2 == 0 and words[:half] == words[half:] and len(set(words[:half])) == half
         assert task.min_len <= len(words) <= task.max_len
     elif task.name == "recall":  # distinct keys, each with a value, then queries that are earlier keys
-        assert len(words) == 2 * task.pairs + task.queries
-        keys, queries = words[0:2 * task.pairs:2], words[2 * task.pairs:]
-        assert len(set(keys)) == task.pairs and len(set(queries)) == task.queries and set(queries) <= set(keys)
-        assert queries != keys[:task.queries]  # asked in another order than given: a lookup, not a position
+        options = build_task("recall").options_of(task)
+        assert len(words) == 2 * options.pairs + options.queries
+        keys, queries = words[0:2 * options.pairs:2], words[2 * options.pairs:]
+        assert len(set(keys)) == options.pairs and len(set(queries)) == options.queries and set(queries) <= set(keys)
+        assert queries != keys[:options.queries]  # asked in another order than given: a lookup, not a position
     else:  # a sentence: the start of one of the corpus's sentences, as long as training inputs may be
         assert any(sentence[:len(words)] == words for sentence in SENTENCES)
         assert min(task.min_len, len(SENTENCES[0])) <= len(words) <= task.max_len
@@ -59,9 +61,9 @@ def test_the_probes_differ_where_the_mechanisms_do():
 
 
 def test_the_probe_follows_the_tasks_settings():
-    """A recall probe has task.pairs pairs and task.queries queries, also with a larger vocabulary."""
-    maps, _, config = probes_of(["task=recall", "task.pairs=6", "task.queries=5", "task.words=256"])
-    assert (config.pairs, config.queries) == (6, 5)
+    """A recall probe has task.options.pairs pairs and task.options.queries queries, also with a larger vocabulary."""
+    maps, _, config = probes_of(["task=recall", "task.options.pairs=6", "task.options.queries=5", "task.words=256"])
+    assert config.options == {"pairs": 6, "queries": 5}
     shows_its_mechanism(config, maps)
     maps, _, config = probes_of(["task=induction", "mask=causal", "task.min_len=4", "task.max_len=8"])
     assert len(maps) == 8

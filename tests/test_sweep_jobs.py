@@ -17,7 +17,7 @@ from conftest import CONFIG_DIR, QUIET, TRAIN, check_command_line, run_script, r
 
 @pytest.mark.parametrize("arguments", [
     ["model=self,multihead", "heads=1,2,4"],
-    ["heads=1,2", "+task.delay=1", "heads=3,4", "~logger", "seed=range(0,3)"],  # a key given again keeps its place
+    ["heads=1,2", "+task.options.delay=1", "heads=3,4", "~logger", "seed=range(0,3)"],  # a key given again keeps its place
     ["mask=none,causal", "model=self"],
 ], ids=" ".join)
 def test_the_planned_jobs_are_the_basic_sweepers(arguments):

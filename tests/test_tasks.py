@@ -4,16 +4,18 @@ each through scripts/train.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+import re
 
 import pytest
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary, read_sentences
-from attention_lab.data.tasks import build_task
+from attention_lab.data.tasks import TASK_REGISTRY, build_task
 from attention_lab.errors import ConfigError
-from conftest import compose_config, run_train
+from conftest import ROOT, compose_config, run_train
 
 SENTENCES = read_sentences()
 VOCAB = Vocabulary.from_sentences(SENTENCES)
@@ -21,8 +23,10 @@ WORD_IDS = {VOCAB.stoi[w] for w in VOCAB.words}
 
 
 def recall_config(**changes) -> TaskConfig:
-    values = dict(name="recall", pairs=4, queries=2, max_len=16, train_size=300, val_size=100)
-    return TaskConfig(**{**values, **changes})
+    """recall's config with ``changes``: to its options (pairs, queries) or to the shared settings."""
+    options = {"pairs": 4, "queries": 2, **{key: changes.pop(key) for key in ("pairs", "queries") if key in changes}}
+    values = dict(name="recall", max_len=16, train_size=300, val_size=100)
+    return TaskConfig(**{**values, **changes}, options=options)
 
 
 def induction_config(**changes) -> TaskConfig:
@@ -89,12 +93,12 @@ def test_train_and_val_are_disjoint_and_the_seed_fixes_the_data(config):
 
 
 @pytest.mark.parametrize(("config", "setting"), [
-    (recall_config(pairs=7, queries=3), "task.pairs=7"),        # 17 words > task.max_len=16
-    (recall_config(pairs=5, max_len=10), "task.pairs=5"),       # 12 words > 10
-    (recall_config(pairs=18, queries=1, max_len=40), "task.pairs=18"),  # the corpus has 17 distinct words
-    (recall_config(pairs=2, queries=3), "task.queries=3"),      # more queries than keys
-    (recall_config(pairs=0), "task.pairs=0"),
-    (recall_config(queries=0), "task.queries=0"),
+    (recall_config(pairs=7, queries=3), "task.options.pairs=7"),        # 17 words > task.max_len=16
+    (recall_config(pairs=5, max_len=10), "task.options.pairs=5"),       # 12 words > 10
+    (recall_config(pairs=18, queries=1, max_len=40), "task.options.pairs=18"),  # the corpus has 17 distinct words
+    (recall_config(pairs=2, queries=3), "task.options.queries=3"),      # more queries than keys
+    (recall_config(pairs=0), "task.options.pairs=0"),
+    (recall_config(queries=0), "task.options.queries=0"),
     (recall_config(pairs=1, queries=1, train_size=300), "task.train_size + task.val_size"),  # 17 * 17 inputs
     (induction_config(min_len=2, max_len=3), "task.max_len=3"),
     (induction_config(min_len=7, max_len=7), "task.min_len=7"),  # no even length in 7..7
@@ -113,7 +117,8 @@ def test_settings_the_corpus_cannot_serve_fail_with_one_line_naming_them(config,
 
 def test_the_task_yamls_compose_with_checkable_defaults():
     recall = compose_config(["task=recall"]).task
-    assert (recall.pairs, recall.queries, recall.masks) == (4, 2, ["none", "causal", "padding"])
+    options = build_task("recall").options_of(recall)  # none set: the class's defaults, as the docs give them
+    assert (options.pairs, options.queries, recall.masks) == (4, 2, ["none", "causal", "padding"])
     build_task("recall").check(VOCAB, SENTENCES, recall)
     induction = compose_config(["task=induction", "mask=causal"]).task
     assert list(induction.masks) == ["causal"]
@@ -156,3 +161,13 @@ def test_task_yamls_state_only_what_differs_from_the_defaults():
         assert set(stated) <= set(defaults), path.name
         restated = {key: value for key, value in stated.items() if value == defaults[key]}
         assert not restated, f"{path.name} restates TaskConfig's defaults: {restated}"
+
+
+def test_the_docs_list_every_tasks_own_options_with_their_class_defaults():
+    """docs/configuration.md's table of the tasks' options says what each task's Options class declares."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| (`\w+` \(.+?\)(?:, `\w+` \(.+?\))*) \|", text, re.MULTILINE))
+    documented = {task: re.findall(r"`(\w+)` \((.+?)\)", cell) for task, cell in rows.items()}
+    declared = {name: [(f.name, str(f.default)) for f in dataclasses.fields(cls.Options)]
+                for name, cls in TASK_REGISTRY.items() if dataclasses.fields(cls.Options)}
+    assert declared and documented == declared

@@ -333,10 +333,11 @@ def test_every_tasks_kind_is_a_head_score_kind():
     from attention_lab.data.tasks import TASK_REGISTRY, task_head_score_kind
     from attention_lab.head_scores import HEAD_SCORE_KINDS
 
-    kinds = {name: task_head_score_kind(OmegaConf.create({"name": name, "delay": 0})) for name in TASK_REGISTRY}
+    kinds = {name: task_head_score_kind(OmegaConf.create({"name": name})) for name in TASK_REGISTRY}
     assert {kind for kind in kinds.values() if kind is not None} <= set(HEAD_SCORE_KINDS)
     assert kinds["reverse"] == "reverse" and kinds["induction"] == kinds["recall"] == "induction"
-    assert task_head_score_kind(OmegaConf.create({"name": "copy", "delay": 1})) == "previous_token"
+    assert kinds["copy"] == "self"  # task.options.delay=0, its default
+    assert task_head_score_kind(OmegaConf.create({"name": "copy", "options": {"delay": 1}})) == "previous_token"
     assert task_head_score_kind({"name": "nope"}) is None and task_head_score_kind(None) is None
 
 

@@ -39,7 +39,8 @@ def test_task_words_below_the_corpus_or_absurd_is_one_line(words):
 
 
 def test_recall_draws_its_keys_and_values_from_every_word():
-    config = TaskConfig(name="recall", words=256, pairs=6, queries=6, max_len=18, train_size=2000, val_size=200)
+    config = TaskConfig(name="recall", words=256, max_len=18, train_size=2000, val_size=200,
+                        options={"pairs": 6, "queries": 6})
     vocab = Vocabulary.for_task(SENTENCES, 256)
     train, val = build_task("recall").pairs(vocab, SENTENCES, config, random.Random(0))
     used = {token for inputs, _ in train + val for token in inputs}
@@ -53,7 +54,7 @@ def test_the_preset_is_four_mixers_at_four_widths_over_three_seeds():
     assert {(c.model.name, c.d_model, c.seed) for c in configs} == {
         (m, d, s) for m in ("multihead", "linear", "sigmoid", "conv") for d in (16, 32, 64, 128) for s in (0, 1, 2)}
     for config in configs:  # the same task and the same budget for every job
-        assert (config.task.name, config.task.words, config.task.pairs, config.task.queries) == ("recall", 256, 6, 6)
+        assert (config.task.name, config.task.words, config.task.options) == ("recall", 256, {"pairs": 6, "queries": 6})
         assert (config.mask, config.max_steps, config.lr, config.heads) == ("causal", 800, 0.003, 4)
 
 

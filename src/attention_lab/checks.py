@@ -33,9 +33,10 @@ from attention_lab.attention.arguments import (
 )
 from attention_lab.attention.declared import VariantFacts, declared_variants
 from attention_lab.attention.errors import AttentionArgumentError
-from attention_lab.config import ALL_MASKS, Mask, Position, block_heads, setting_name
+from attention_lab.config import ALL_MASKS, Mask, Position, TaskConfig, block_heads, setting_name
 from attention_lab.data.corpus import tokenize
-from attention_lab.data.tasks.base import TASK_REGISTRY, check_ood_range
+from attention_lab.data.tasks import build_task
+from attention_lab.data.tasks.base import TASK_REGISTRY, check_ood_range, option_hint
 from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
 from attention_lab.head_metrics import ABLATION_METRICS, ABLATIONS, ENTROPY, HEAD_SCORE_KINDS, PATCHING, HeadMetric
@@ -49,6 +50,7 @@ MAX_CONTEXT_LENGTH = 4096
 def validate(cfg: DictConfig) -> None:
     """Every check that needs nothing but the config."""
     check_known_keys(cfg)
+    check_task_options(cfg)
     check_sizes(cfg)
     variant = variant_of(cfg)
     for who, layer_variant in layer_variants(cfg, variant):
@@ -164,12 +166,18 @@ def check_known_keys(node: Any, prefix: str = "") -> None:
         fields = [f.name for f in dataclasses.fields(schema)]
         for key in node.keys():
             if key not in fields and key != "hydra":
-                hint = did_you_mean(str(key), fields, prefix, cutoff=0.4)
+                hint = (option_hint(str(key)) if schema is TaskConfig else "") or did_you_mean(
+                    str(key), fields, prefix, cutoff=0.4)
                 raise ConfigError(f"+{prefix}{key} is invalid: there is no setting '{prefix}{key}'{hint} "
                                   "(python scripts/train.py --help lists them)")
     for key in node.keys():
         if key != "hydra" and not OmegaConf.is_interpolation(node, key):
             check_known_keys(node.get(key), f"{prefix}{key}.")
+
+
+def check_task_options(cfg: DictConfig) -> None:
+    """task.options: only the options the task's class declares, each of its declared type (data/tasks/base.py)."""
+    build_task(str(cfg.task.name)).options_of(cfg.task)
 
 
 def positive(key: str, value: Any, *, optional: bool = False) -> None:

@@ -7,7 +7,8 @@ LightningModule, and saved in every checkpoint's hparams as a plain dict.
 
 What a variant is and takes (one head or several, encoder-decoder, its own options) is declared once, by its
 class in :mod:`attention_lab.attention`; the config holds only what the user chooses. ``model.options`` are the
-variant's own ``build_attention`` keywords (``configs/model/simple.yaml``: ``normalize``).
+variant's own ``build_attention`` keywords (``configs/model/simple.yaml``: ``normalize``); likewise ``task.options``
+are the task's own knobs, declared by its class (``Options`` in :mod:`attention_lab.data.tasks`).
 
 This module stays light (no torch import): ``train.py --help`` and config errors use it.
 """
@@ -146,14 +147,13 @@ class TaskConfig:
     max_len: int = 8
     train_size: int = 4000
     val_size: int = 500
-    pairs: int = 4  # task=recall: key-value pairs in each input
-    queries: int = 2  # task=recall: keys asked for after the pairs (at most task.pairs)
-    power_a: float = 0.01  # task=mqar: a query g+1 slots after the pairs has weight ∝ (g+1)^(a-1) (Zoology's); 1 = uniform
-    delay: int = 0  # task=copy: each word is output this many positions later (0: plain copy)
     bos: bool = False  # prepend <bos> to every input (its target is ignored): a first token for heads to sink into
     ood_min_len: int | None = None  # a second validation set of longer inputs (ood/*): None = none
     ood_max_len: int | None = None
     masks: list[str] = field(default_factory=lambda: list(ALL_MASKS))  # the masks the task can be learned with
+    # The task's own knobs (task.options.pairs=8), declared with their defaults by its class's Options
+    # (attention_lab.data.tasks); any name may be set here, and the config checks refuse one the task lacks.
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -282,4 +282,7 @@ def register_configs() -> None:
         model[key] = interpolation  # an interpolation may stand in for any typed value
     cs.store(group="model", name=f"model{SCHEMA_SUFFIX}", node=model)
     cs.store(group="block", name=f"block{SCHEMA_SUFFIX}", node=BlockConfig)
-    cs.store(group="task", name=f"task{SCHEMA_SUFFIX}", node=TaskConfig)
+    task = OmegaConf.structured(TaskConfig)
+    # task.options.<name>=v without a `+`: the task's class, not this schema, knows its options (checks.py).
+    OmegaConf.set_struct(task.options, False)
+    cs.store(group="task", name=f"task{SCHEMA_SUFFIX}", node=task)

@@ -19,6 +19,7 @@ from typing import Any
 from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from attention_lab.config import TaskConfig
 from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError, TrainingDiverged, TrainingInterrupted
 from attention_lab.run.overrides import override_key
@@ -64,6 +65,11 @@ def setting_hint(error: OmegaConfBaseException) -> str:
     if not (isinstance(schema, type) and dataclasses.is_dataclass(schema)):
         return ""
     prefix, _, leaf = str(error.full_key).rpartition(".")
+    if schema is TaskConfig:  # a task's own option written as a shared setting: task.pairs for task.options.pairs
+        from attention_lab.data.tasks.base import option_hint  # the tasks are read only for this error
+
+        if hint := option_hint(leaf):
+            return hint
     return did_you_mean(leaf, [f.name for f in dataclasses.fields(schema)], prefix + "." if prefix else "")
 
 

@@ -30,7 +30,7 @@ def task_head_score_kind(task: Mapping[str, Any]) -> str | None:
         return None
     try:
         return cls().head_score_kind(task)
-    except (AttributeError, KeyError):  # a saved config without the setting the task reads
+    except (AttributeError, KeyError, ConfigError):  # a saved config without the settings the task reads
         return None
 
 

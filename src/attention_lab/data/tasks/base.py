@@ -1,5 +1,9 @@
 """What a task is: (input ids, target ids) pairs for training and validation, train and val disjoint, and
-optionally a second validation set of longer inputs than training ever shows (task.ood_min_len..ood_max_len)."""
+optionally a second validation set of longer inputs than training ever shows (task.ood_min_len..ood_max_len).
+
+A task's own knobs (recall's pairs, copy's delay) are ``task.options.<name>``, declared once by its class as the
+dataclass ``Options``: each field's type, default and meaning. The shared knobs (lengths, sizes, corpus) are
+:class:`~attention_lab.config.TaskConfig`'s fields."""
 
 from __future__ import annotations
 
@@ -7,10 +11,16 @@ import contextlib
 import dataclasses
 import random
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from omegaconf import OmegaConf
+from omegaconf.errors import ValidationError
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary, tokenize
+from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
 
 Pairs = list[tuple[list[int], list[int]]]
@@ -26,8 +36,53 @@ def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
     return decorator
 
 
+@dataclass
+class NoOptions:
+    """The options of a task that has none of its own."""
+
+
+def shown(value: Any) -> str:
+    """A value as the user writes it on the command line."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def typed_options(task: str, declared: type, values: Mapping[str, Any] | None) -> Any:
+    """``values`` (task.options) as the task's ``declared`` dataclass, its defaults for what is not set. A name it
+    does not declare, or a value that is not of the field's type, is a ConfigError naming the task."""
+    names = [f.name for f in dataclasses.fields(declared)]
+    types = {f.name: f.type for f in dataclasses.fields(declared)}
+    values = dict(values or {})
+    for key, value in values.items():
+        setting = f"task.options.{key}={shown(value)} is invalid for task={task}"
+        if key not in names:
+            known = f"its options: {', '.join(names)}" if names else "it takes no options"
+            raise ConfigError(f"{setting}: {task} has no option '{key}'{did_you_mean(str(key), names, 'task.options.')}"
+                              f" ({known})")
+        try:
+            OmegaConf.merge(OmegaConf.structured(declared), {key: value})
+        except ValidationError as err:
+            raise ConfigError(f"{setting}: it must be of type {getattr(types[key], '__name__', types[key])}") from err
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(declared), values))
+
+
+def option_hint(key: str) -> str:
+    """``"; did you mean task.options.<key> (task=...)?"`` when ``key``, written as a shared setting (``task.pairs``),
+    is the own option of some task; else ""."""
+    owners = [f"task={name}" for name, cls in sorted(TASK_REGISTRY.items())
+              if key in {f.name for f in dataclasses.fields(cls.Options)}]
+    return f"; did you mean task.options.{key} ({', '.join(owners)})?" if owners else ""
+
+
 class Task:
     name = ""
+    # Its own knobs, set as task.options.<name>: a dataclass whose fields give each one's type, default and meaning.
+    Options: ClassVar[type] = NoOptions
+
+    @classmethod
+    def options_of(cls, config: TaskConfig | Mapping[str, Any]) -> Any:
+        """The run's ``task.options`` as this task's :attr:`Options` (typed, defaults filled in)."""
+        values = config.options if isinstance(config, TaskConfig) else config.get("options")
+        return typed_options(cls.name, cls.Options, values)
 
     def head_score_kind(self, config: TaskConfig) -> str | None:
         """The head score (a kind of :data:`attention_lab.head_scores.HEAD_SCORE_KINDS`) whose pattern solves this
@@ -154,8 +209,9 @@ class SequenceTransformTask(Task):
     """Random word sequences of the vocabulary, lengths uniform in [min_len, max_len]; the target is a
     function of the input (copy, reverse, sort)."""
 
-    def transform(self, ids: list[int], config: TaskConfig) -> list[int]:
-        """The target of one input: as many ids, PAD_ID where nothing is to be predicted."""
+    def transform(self, ids: list[int], options: Any) -> list[int]:
+        """The target of one input, under the task's :attr:`~Task.Options`: as many ids, PAD_ID where nothing is to
+        be predicted."""
         raise NotImplementedError
 
     @staticmethod
@@ -181,5 +237,6 @@ class SequenceTransformTask(Task):
             seen.add(tuple(rng.choice(word_ids) for _ in range(length)))
         sequences = [list(s) for s in sorted(seen)]  # sorted, then shuffled: independent of set order
         rng.shuffle(sequences)
-        pairs = [(s, self.transform(s, config)) for s in sequences]
+        options = self.options_of(config)  # typed once, not for every sequence
+        pairs = [(s, self.transform(s, options)) for s in sequences]
         return pairs[config.val_size:], pairs[:config.val_size]

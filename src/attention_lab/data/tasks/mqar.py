@@ -1,16 +1,18 @@
 """mqar: multi-query associative recall as Zoology generates it (Arora et al. 2023, ``multiquery_ar``). Keys come from
-the first half of the vocabulary's words and values from the second, both distinct within an input: task.pairs
-key-value pairs, then the rest of the task.max_len positions hold <pad> (Zoology's Figure 2: its token 0, no
-random words) but for each key asked once, at every other position (slot g, position 2·pairs + 2·g). Slot g is drawn with weight ∝ (g + 1)^(a − 1), a =
-task.power_a (Zoology's 0.01; 1 = uniform): most queries come soon after the pairs, a few far. The target at a query
-is its key's value; everywhere else <pad>, which the loss and the accuracies ignore. Unlike task=recall, a word
-cannot be both a key and a value, and the <pad> between queries makes the distance to the key vary. (Under
-mask=padding those <pad> are hidden keys; the preset uses mask=causal, where they are a token like any other.)"""
+the first half of the vocabulary's words and values from the second, both distinct within an input:
+task.options.pairs key-value pairs, then the rest of the task.max_len positions hold <pad> (Zoology's Figure 2: its
+token 0, no random words) but for each key asked once, at every other position (slot g, position 2·pairs + 2·g).
+Slot g is drawn with weight ∝ (g + 1)^(a − 1), a = task.options.power_a (Zoology's 0.01; 1 = uniform): most queries
+come soon after the pairs, a few far. The target at a query is its key's value; everywhere else <pad>, which the
+loss and the accuracies ignore. Unlike task=recall, a word cannot be both a key and a value, and the <pad> between
+queries makes the distance to the key vary. (Under mask=padding those <pad> are hidden keys; the preset uses
+mask=causal, where they are a token like any other.)"""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
@@ -38,10 +40,16 @@ def draw_slots(weights: list[float], count: int, rng: random.Random) -> list[int
 
 @register_task("mqar")
 class MqarTask(Task):
+    @dataclass
+    class Options:
+        pairs: int = 4  # key-value pairs in each input, each key asked for once after them
+        # a query g + 1 slots after the pairs has weight ∝ (g + 1)^(a - 1) (Zoology's 0.01); 1 = uniform
+        power_a: float = 0.01
+
     @staticmethod
-    def slots(config: TaskConfig) -> int:
+    def slots(config: TaskConfig, options: MqarTask.Options) -> int:
         """Query slots after the pairs: every other position of the rest of the input."""
-        return (config.max_len - 2 * config.pairs) // 2
+        return (config.max_len - 2 * options.pairs) // 2
 
     @staticmethod
     def halves(word_ids: list[int]) -> tuple[list[int], list[int]]:
@@ -50,31 +58,33 @@ class MqarTask(Task):
         return word_ids[:middle], word_ids[middle:]
 
     def check(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> None:
-        pairs, power_a = config.pairs, config.power_a
-        if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs <= 0:
-            raise ConfigError(f"task.pairs={pairs} is invalid for task=mqar: it must be a positive integer")
-        if isinstance(power_a, bool) or not isinstance(power_a, (int, float)) or not 0 < power_a <= 1:
-            raise ConfigError(f"task.power_a={power_a} is invalid for task=mqar: it must be a number in (0, 1] "
+        options = self.options_of(config)
+        pairs, power_a = options.pairs, options.power_a
+        if pairs <= 0:
+            raise ConfigError(f"task.options.pairs={pairs} is invalid for task=mqar: it must be a positive integer")
+        if not 0 < power_a <= 1:
+            raise ConfigError(f"task.options.power_a={power_a} is invalid for task=mqar: it must be a number in (0, 1] "
                               "(Zoology's 0.01: most queries soon after the pairs; 1: uniform)")
-        if self.slots(config) < pairs:
+        if self.slots(config, options) < pairs:
             raise ConfigError(
-                f"task.pairs={pairs} is invalid for task=mqar: {pairs} pairs and their {pairs} queries at every other "
-                f"position need task.max_len >= {4 * pairs}, and it is {config.max_len}; lower task.pairs or raise "
-                "task.max_len (and model.context_length)")
+                f"task.options.pairs={pairs} is invalid for task=mqar: {pairs} pairs and their {pairs} queries at "
+                f"every other position need task.max_len >= {4 * pairs}, and it is {config.max_len}; lower "
+                "task.options.pairs or raise task.max_len (and model.context_length)")
         if len(vocab.words) // 2 < pairs:
-            raise ConfigError(f"task.pairs={pairs} is invalid for task=mqar: keys and values are distinct words from "
-                              f"two halves of the vocabulary's {len(vocab.words)} words; raise task.words to at least "
-                              f"{2 * pairs} or lower task.pairs")
+            raise ConfigError(f"task.options.pairs={pairs} is invalid for task=mqar: keys and values are distinct "
+                              f"words from two halves of the vocabulary's {len(vocab.words)} words; raise task.words "
+                              f"to at least {2 * pairs} or lower task.options.pairs")
 
     @classmethod
-    def example(cls, word_ids: list[int], config: TaskConfig, rng: random.Random) -> tuple[list[int], list[int]]:
+    def example(cls, word_ids: list[int], config: TaskConfig, options: MqarTask.Options,
+                rng: random.Random) -> tuple[list[int], list[int]]:
         key_half, value_half = cls.halves(word_ids)
-        keys, values = rng.sample(key_half, config.pairs), rng.sample(value_half, config.pairs)
-        context = 2 * config.pairs
+        keys, values = rng.sample(key_half, options.pairs), rng.sample(value_half, options.pairs)
+        context = 2 * options.pairs
         inputs = [word for pair in zip(keys, values, strict=True) for word in pair]
         inputs += [PAD_ID] * (config.max_len - context)  # between the queries: <pad> (Figure 2's zeros)
         targets = [PAD_ID] * config.max_len
-        slots = draw_slots(gap_weights(cls.slots(config), config.power_a), config.pairs, rng)
+        slots = draw_slots(gap_weights(cls.slots(config, options), options.power_a), options.pairs, rng)
         for key, value, slot in zip(keys, values, slots, strict=True):
             inputs[context + 2 * slot], targets[context + 2 * slot] = key, value
         return inputs, targets
@@ -88,12 +98,14 @@ class MqarTask(Task):
     def probe(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> list[str]:
         """One input as training draws them (a fixed seed), in words: the pairs, then the queries in the order
         drawn, without the <pad> between them (a probe is words)."""
-        inputs, _ = self.example([vocab.stoi[w] for w in vocab.words], config, random.Random(0))
+        word_ids = [vocab.stoi[w] for w in vocab.words]
+        inputs, _ = self.example(word_ids, config, self.options_of(config), random.Random(0))
         return [vocab.itos[i] for i in inputs if i != PAD_ID]
 
     def pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
               rng: random.Random) -> tuple[Pairs, Pairs]:
         self.check(vocab, sentences, config)
-        word_ids = [vocab.stoi[w] for w in vocab.words]
-        examples = distinct_examples(lambda: self.example(word_ids, config, rng), config.train_size + config.val_size)
+        word_ids, options = [vocab.stoi[w] for w in vocab.words], self.options_of(config)
+        examples = distinct_examples(lambda: self.example(word_ids, config, options, rng),
+                                     config.train_size + config.val_size)
         return examples[config.val_size:], examples[:config.val_size]

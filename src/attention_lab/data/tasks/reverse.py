@@ -1,5 +1,7 @@
 """reverse: output the input words in reverse order."""
 
+from typing import Any
+
 from attention_lab.config import TaskConfig
 from attention_lab.data.tasks.base import SequenceTransformTask, register_task
 
@@ -9,5 +11,5 @@ class ReverseTask(SequenceTransformTask):
     def head_score_kind(self, config: TaskConfig) -> str:
         return "reverse"  # each output reads its mirrored input: the anti-diagonal
 
-    def transform(self, ids: list[int], config: TaskConfig) -> list[int]:
+    def transform(self, ids: list[int], options: Any) -> list[int]:
         return ids[::-1]

@@ -1,10 +1,11 @@
 """sort: output the input words in vocabulary order (ids are in vocabulary order, so sorting ids sorts words)."""
 
-from attention_lab.config import TaskConfig
+from typing import Any
+
 from attention_lab.data.tasks.base import SequenceTransformTask, register_task
 
 
 @register_task("sort")
 class SortTask(SequenceTransformTask):
-    def transform(self, ids: list[int], config: TaskConfig) -> list[int]:
+    def transform(self, ids: list[int], options: Any) -> list[int]:
         return sorted(ids)
