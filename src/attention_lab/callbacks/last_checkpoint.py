@@ -13,7 +13,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from attention_lab.checkpoints import last_checkpoint_path
 
 
-class LatestCheckpoint(L.Callback):
+class LastCheckpoint(L.Callback):
     def __init__(self) -> None:
         self.saved_step: int | None = None
 
