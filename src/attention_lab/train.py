@@ -158,7 +158,8 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     cfg = resolved(cfg)
     output_dir = Path(cfg.paths.output_dir)
     if cfg.get("threads"):
-        # These models are tiny: extra intra-op threads only spin, and under load they cost 10x per step.
+        # These models are tiny: extra intra-op threads only spin-wait, and while other processes hold the cores
+        # every small op waits for a descheduled thread (docs/benchmarks.md, "Thread spinning").
         torch.set_num_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
