@@ -3,10 +3,10 @@
 # users with GPUs override it, e.g.
 #   make setup TORCH_SPEC="torch==2.5.1" TORCH_INDEX="--index-url https://download.pytorch.org/whl/cu124"
 # What make runs writes bytecode, as Python does by default, also where PYTHONDONTWRITEBYTECODE is set: without it
-# every start compiles torch and Lightning anew (`import attention_lab.train`: 14 s instead of 5 s here). The first
-# run's imports write it into .venv (and __pycache__/ beside the lab's sources, ignored by git), once: about 3,500
-# modules. Measured against uv's --compile-bytecode at install (all 10,600 modules): `make train` from a fresh clone
-# 42.7 s against 52.2 s.
+# every start compiles torch and Lightning anew. The first run's imports write it into .venv (and __pycache__/ beside
+# the lab's sources, ignored by git), once, for the modules a run imports only: uv's --compile-bytecode at install
+# compiles every installed module and makes a fresh clone's first result slower (docs/benchmarks.md, "Set-up and the
+# first run").
 unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3
 VENV ?= .venv

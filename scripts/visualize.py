@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", metavar="DIR", help="output directory (default: <run>/visualize)")
     argv = sys.argv[1:] if argv is None else list(argv)
     old = [a for n, a in enumerate(argv) if a.startswith(("run=", "text=")) and (n == 0 or argv[n - 1] != "--text")]
-    if old:  # the key=value grammar of earlier versions
+    if old:  # Hydra's key=value grammar, as scripts/train.py takes it
         parser.error(f"{old[0]} is invalid: give the run dir as it is and the sentence as --text, e.g. "
                      "python scripts/visualize.py outputs/runs/<date>/<time> --text \"...\"")
     args = parser.parse_args(argv)

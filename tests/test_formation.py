@@ -32,20 +32,20 @@ def test_the_formation_step_is_the_first_validation_with_a_later_layer_induction
                    "head_score/previous_token/layer0/head1": 0.6}
         callback.on_validation_end(fake_trainer(step, metrics), None)
     callback.on_validation_end(fake_trainer(40, {"val/loss": 0.1}, fn="validate"), None)  # the final one: ignored
-    record = callback.record()
+    record = callback.findings()
     assert record["formation_step"] == 30 and record["loss_drop_step"] == 30
     assert record["formation"]["step"] == [10, 20, 30, 40]
     assert record["formation"]["induction_later_layers"] == pytest.approx([0.2, 0.45, 0.55, 0.8])
     assert record["formation"]["induction"] == pytest.approx([0.9] * 4)
     restored = InductionFormation()
     restored.load_state_dict(json.loads(json.dumps(callback.state_dict())))  # a resumed run keeps the history
-    assert restored.record() == record
+    assert restored.findings() == record
 
 
 def test_a_one_layer_model_never_forms_by_definition():
     callback = InductionFormation()
     callback.on_validation_end(fake_trainer(10, {"val/loss": 1.0, "head_score/induction/layer0/head0": 0.9}), None)
-    assert callback.record()["formation_step"] is None
+    assert callback.findings()["formation_step"] is None
     assert loss_drop_step([10], [1.0]) is None
 
 

@@ -214,8 +214,8 @@ def test_the_callback_patches_at_the_final_validation_and_with_the_knob_at_every
                         num_sanity_val_steps=0, callbacks=[callback])
     trainer.fit(module, datamodule=datamodule)
     during_fit = {name for name in trainer.callback_metrics if name.startswith("patching/")}
-    assert bool(during_fit) == every_validation and callback.record() == {}
+    assert bool(during_fit) == every_validation and callback.findings() == {}
     trainer.validate(module, datamodule=datamodule)
-    final = callback.record()
+    final = callback.findings()
     assert set(final) == {tag(PATCHING, layer, head) for layer in range(2) for head in [*range(4), None]}
     assert final == pytest.approx(patch_heads(module, list(datamodule.val_dataloader()), build_task("induction")))

@@ -86,7 +86,7 @@ def test_shipped_choices_still_resume(tmp_path):
     assert [job["status"] for job in jobs] == ["ok", "ok"]
 
 
-def run_record(tmp_path: Path, overrides: list[str]) -> Path:
+def interrupted_run_dir(tmp_path: Path, overrides: list[str]) -> Path:
     """An interrupted run's dir with only its .hydra record: enough for everything checked before training."""
     run_dir = tmp_path / "run"
     (run_dir / ".hydra").mkdir(parents=True)
@@ -96,7 +96,7 @@ def run_record(tmp_path: Path, overrides: list[str]) -> Path:
 
 @pytest.mark.parametrize("spelling", ["experiment", "model", "block"])
 def test_a_run_record_chooses_only_shipped_configs(tmp_path, payload, spelling):
-    run_dir = run_record(tmp_path, [*TINY, f"{spelling}={choice(spelling, payload)}"])
+    run_dir = interrupted_run_dir(tmp_path, [*TINY, f"{spelling}={choice(spelling, payload)}"])
     before = snapshot(run_dir)
     proc = run_script(TRAIN, f"resume={run_dir}", timeout=120)
     assert_one_line_error(proc, f"resume={run_dir}", "a record is data")
@@ -111,7 +111,7 @@ def test_a_record_cannot_move_where_the_run_writes(tmp_path, setting):
     for sweep in (False, True):
         overrides = [*TINY, setting.format(out=out)]
         where = fake_sweep(tmp_path / f"sweep{sweep}", ["heads=1,2", *overrides], []) if sweep \
-            else run_record(tmp_path / "single", overrides)
+            else interrupted_run_dir(tmp_path / "single", overrides)
         proc = run_script(TRAIN, f"resume={where}", timeout=120)
         assert_one_line_error(proc, f"resume={where}", "writes only into its own dir")
         assert not out.exists()
@@ -124,7 +124,7 @@ def test_a_resume_never_follows_a_link_out_of_its_dir(tmp_path, link):
     elsewhere.mkdir()
     (elsewhere / "notes.txt").write_text("mine\n")
     if link == "checkpoints_of_a_run":
-        target = run_record(tmp_path, TINY)
+        target = interrupted_run_dir(tmp_path, TINY)
         (target / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
     else:
         target = fake_sweep(tmp_path, ["heads=1,2", *TINY], [])
@@ -202,7 +202,7 @@ def copy_of(sweep_dir: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("field, value", [("job", "three"), ("overrides", 5), ("attempts", "many"), ("status", 3)])
-def test_a_malformed_run_record_is_one_line_and_the_other_jobs_go_on(finished_sweep, tmp_path, field, value):
+def test_a_malformed_run_info_is_one_line_and_the_other_jobs_go_on(finished_sweep, tmp_path, field, value):
     sweep_dir = copy_of(finished_sweep, tmp_path)
     info_path = sweep_dir / "1" / "run_info.json"
     info = json.loads(info_path.read_text())

@@ -17,7 +17,7 @@ from attention_lab.errors import ConfigError
 from attention_lab.run.sweep_resume import command_line
 from conftest import CONFIG_DIR, QUIET, TRAIN, check_command_line, compose_config, run_script
 from test_errors import assert_one_line_error
-from test_records_are_data import TINY, run_record
+from test_records_are_data import TINY, interrupted_run_dir
 from test_sweep_resume import fake_sweep, snapshot
 
 LITERAL = "replays only literal values"
@@ -66,7 +66,7 @@ def payload(name: str, record_dir: Path, marker: Path) -> str:
 
 @pytest.mark.parametrize("name", sorted(set(INTERPOLATIONS) - {"in_a_sweep", "in_a_swept_list"}))
 def test_a_run_record_replays_no_interpolation(tmp_path, outside, name):
-    run_dir = run_record(tmp_path, TINY)
+    run_dir = interrupted_run_dir(tmp_path, TINY)
     overrides = [*TINY, payload(name, run_dir, outside / "marker")]
     (run_dir / ".hydra" / "overrides.yaml").write_text("".join(f"- {json.dumps(o)}\n" for o in overrides))
     before = snapshot(tmp_path)
@@ -95,7 +95,7 @@ def test_a_sweep_record_replays_no_interpolation(tmp_path, outside, name):
 def test_a_pickle_in_the_dir_never_runs(tmp_path, outside, sweep):
     """The whole resume, as a user runs it: one error line, and the dir's pickle is never loaded."""
     overrides = [*TINY, *QUIET]
-    where = fake_sweep(tmp_path, ["heads=1,2", *overrides], []) if sweep else run_record(tmp_path, overrides)
+    where = fake_sweep(tmp_path, ["heads=1,2", *overrides], []) if sweep else interrupted_run_dir(tmp_path, overrides)
     line = payload("torch_load_double_quoted" if sweep else "torch_load", where, outside / "marker")
     if sweep:
         record = json.loads((where / "multirun.yaml").read_text())
@@ -132,7 +132,7 @@ def escape(name: str, outside: Path) -> tuple[str, list[str]]:
 @pytest.mark.parametrize("name", sorted(ESCAPES))
 def test_a_record_moves_no_write_location(tmp_path, outside, name):
     _, overrides = escape(name, outside)
-    run_dir = run_record(tmp_path, [*TINY, *overrides])
+    run_dir = interrupted_run_dir(tmp_path, [*TINY, *overrides])
     before = snapshot(tmp_path)
     with pytest.raises(ConfigError, match=CONTAINED):
         check_command_line([f"resume={run_dir}"])
@@ -166,7 +166,7 @@ def test_a_fresh_run_that_would_write_outside_ends_in_one_line(tmp_path, outside
 
 def test_a_record_reads_no_corpus_outside_its_dir(tmp_path, outside):
     secret = outside / "secret.txt"
-    run_dir = run_record(tmp_path, [*TINY, f"task.corpus={secret}"])
+    run_dir = interrupted_run_dir(tmp_path, [*TINY, f"task.corpus={secret}"])
     sweep_dir = fake_sweep(tmp_path, ["heads=1,2", *TINY, f"task.corpus={secret}"], [])
     with pytest.raises(ConfigError, match=f"task.corpus={secret}, a file outside it"):
         check_command_line([f"resume={run_dir}"])
@@ -181,7 +181,7 @@ def test_a_record_reads_no_corpus_outside_its_dir(tmp_path, outside):
 
 def test_a_record_reads_its_own_corpus_or_the_one_its_user_names(tmp_path, outside):
     own = tmp_path / "run" / "corpus.txt"
-    run_dir = run_record(tmp_path, [*TINY, f"task.corpus={own}"])
+    run_dir = interrupted_run_dir(tmp_path, [*TINY, f"task.corpus={own}"])
     own.write_text(DEFAULT_CORPUS.read_text())
     check_command_line([f"resume={run_dir}"])
     secret = outside / "secret.txt"

@@ -83,7 +83,7 @@ def test_a_product_runs_each_distinct_run_once():
         "reads heads",
         "folded: model=self heads=2 seed=1 into job 1 (model=self heads=1 seed=1): with model=self seed=1, nothing "
         "reads heads"]
-    assert plan.folds[0].record() == {"overrides": product[2], "into": 0, "into_overrides": product[0],
+    assert plan.folds[0].as_json() == {"overrides": product[2], "into": 0, "into_overrides": product[0],
                                       "reason": "with model=self seed=0, nothing reads heads"}
 
 

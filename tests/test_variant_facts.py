@@ -86,16 +86,20 @@ def test_positions_are_listed_once():
         validate(cfg)
 
 
-def test_a_checkpoint_of_the_earlier_config_still_loads():
-    """Checkpoints saved while the yamls declared the facts (and simple's normalize was a field) still load."""
-    earlier = {"name": "simple", "d_model": 8, "num_heads": 1, "layers": 1, "kv_heads": None, "mask": "none",
-               "window": None, "position": "learned", "block": {"name": "transformer"}, "dropout": 0.0,
-               "qkv_bias": False, "context_length": 16, "normalize": "sum", "encoder_decoder": False,
-               "masks": ["none", "causal", "padding"], "positions": ["none", "learned", "sinusoidal"],
-               "grouped_kv": False, "learned_heads": False, "rejects": []}
-    config = ModelConfig.from_dict(earlier)
-    assert config.options == {"normalize": "sum"} and not config.learned_heads
-    assert ModelConfig.from_dict(config.to_dict()) == config
+def test_a_saved_model_config_loads_as_saved_and_nothing_else():
+    """A checkpoint's hparams (to_dict) give the same config back; a field the schema lacks (a variant's fact, which
+    its class declares) is refused, not dropped."""
+    from omegaconf.errors import ConfigKeyError
+
+    from attention_lab.config import Mask
+
+    config = ModelConfig(name="simple", d_model=8, num_heads=1, layers=1, mask=Mask.none, options={"normalize": "sum"})
+    saved = config.to_dict()
+    assert saved["mask"] == "none" and saved["options"] == {"normalize": "sum"} and "learned_heads" not in saved
+    loaded = ModelConfig.from_dict(saved)
+    assert loaded == config and not loaded.learned_heads  # simple's class declares it; no field holds it
+    with pytest.raises(ConfigKeyError, match="learned_heads"):
+        ModelConfig.from_dict({**saved, "learned_heads": False})
 
 
 def test_an_option_only_its_class_can_check_fails_before_the_run():

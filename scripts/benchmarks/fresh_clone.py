@@ -7,7 +7,7 @@ and `make train` (set-up and training) from a fresh clone with warm caches, all 
 
 Each case clones HEAD into a new temporary directory. "Cold": empty uv and pip caches of its own (UV_CACHE_DIR,
 PIP_CACHE_DIR); "warm": the caches the cold case of the same installer filled. Packages still come from wherever
-pip's configuration and PyPI point (here the torch wheel lies on this machine's disk). The machine's load average
+pip's configuration and PyPI point (a local torch wheel, where pip's configuration names one). The machine's load average
 is printed beside the times: on a shared machine the wall seconds vary with it; the CPU seconds (user + system, of
 every process a case started) and the ratios much less.
 """

@@ -43,8 +43,6 @@ class Device(str, Enum):
 
 ALL_MASKS = [m.value for m in Mask]
 SCHEMA_SUFFIX = "_schema"  # the schemas' names in Hydra's ConfigStore: train_schema, model_schema, ...
-# Fields that checkpoints saved before the variants' facts moved to their classes may still hold.
-RETIRED_MODEL_FIELDS = ("encoder_decoder", "masks", "positions", "grouped_kv", "learned_heads", "rejects")
 
 
 def typed(schema: type, values: Any) -> Any:
@@ -122,12 +120,8 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
-        """The config saved in a checkpoint's hparams (plain types) -> ModelConfig, type-checked. A checkpoint of an
-        earlier version may hold the variant's facts (now its class's) and simple's ``normalize`` as a field."""
-        values = {key: value for key, value in values.items() if key not in RETIRED_MODEL_FIELDS}
-        if "normalize" in values:
-            normalize = values.pop("normalize")
-            values["options"] = {**values.get("options", {}), **({"normalize": normalize} if normalize else {})}
+        """The config saved in a checkpoint's hparams (plain types, :meth:`to_dict`) -> ModelConfig, type-checked:
+        a field the schema does not have is refused."""
         return typed(cls, values)
 
     def to_dict(self) -> dict[str, Any]:

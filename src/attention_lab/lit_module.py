@@ -74,8 +74,8 @@ class AttentionLitModule(L.LightningModule):
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         loss, logits = self.loss(batch)
         # Written straight to the loggers for every `trainer.log_every_n_steps`-th step (steps n-1, 2n-1, ...): a
-        # `self.log` call costs about 0.3 ms (a sixth of a step of the default model), so the other steps skip
-        # the metrics altogether.
+        # `self.log` call moves its whole result object to the device, a fair share of a small model's step
+        # (docs/benchmarks.md, "Per-step overhead"), so the other steps skip the metrics altogether.
         if (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
             targets, preds = batch[1], logits.argmax(-1)
             real = targets != PAD_ID

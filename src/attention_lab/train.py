@@ -21,12 +21,12 @@ from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf, read_write
 
+from attention_lab.callbacks.findings import Findings
 from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
-from attention_lab.callbacks.latest_checkpoint import LatestCheckpoint
+from attention_lab.callbacks.last_checkpoint import LastCheckpoint
 from attention_lab.callbacks.rng_state import RngState
 from attention_lab.callbacks.run_end_note import RunEndNote
-from attention_lab.callbacks.run_record import RunRecord
 from attention_lab.callbacks.steps_to_solve import StepsToSolve
 from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
 from attention_lab.config import Mask, Position
@@ -158,7 +158,8 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     cfg = resolved(cfg)
     output_dir = Path(cfg.paths.output_dir)
     if cfg.get("threads"):
-        # These models are tiny: extra intra-op threads only spin, and under load they cost 10x per step.
+        # These models are tiny: extra intra-op threads only spin-wait, and while other processes hold the cores
+        # every small op waits for a descheduled thread (docs/benchmarks.md, "Thread spinning").
         torch.set_num_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
@@ -177,7 +178,7 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     graceful, solved = GracefulStop(stop), StepsToSolve()
     end_note = RunEndNote(stop, output_dir, example=example_text(cfg.task.name))
     configured, loggers = instantiate_all(cfg, "callbacks", context.name), instantiate_all(cfg, "logger", context.name)
-    callbacks = [*configured.values(), graceful, StopOnNonFiniteLoss(), RngState(), solved, LatestCheckpoint(), end_note]
+    callbacks = [*configured.values(), graceful, StopOnNonFiniteLoss(), RngState(), solved, LastCheckpoint(), end_note]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
@@ -218,8 +219,8 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     metrics.update(global_step=trainer.global_step, params=sum(p.numel() for p in module.parameters()),
                    state_size=module.model.state_size(), steps_to_solve=solved.step)
     for callback in callbacks:
-        if isinstance(callback, RunRecord):  # e.g. when the induction heads formed
-            metrics.update(callback.record())
+        if isinstance(callback, Findings):  # e.g. when the induction heads formed
+            metrics.update(callback.findings())
     metrics["hparams"] = hparams_for_dashboard(cfg)
     if cfg.optimized_metric not in metrics:  # e.g. head_score/induction on a task whose words never repeat
         log.warning("optimized_metric=%s was not measured in this run: a sweeper gets no value from it",

@@ -2,8 +2,8 @@
 
 A variant says what it can do once, as class attributes (``takes_source = False``, ``multi_head = True``, ...;
 see :class:`~attention_lab.attention.base.AttentionModule`). The config checks run before torch is imported,
-so that a bad setting fails in well under a second; importing the variants would cost torch's start-up (about
-3.5 s on a loaded 2-core machine). They read the same attributes from the package's source instead: each class
+so that a bad setting fails in well under a second; importing the variants would cost torch's start-up
+(docs/benchmarks.md, "Start-up"). They read the same attributes from the package's source instead: each class
 decorated with ``@register("name")``, its literal class attributes, and those of its bases in this package.
 ``tests/test_variant_facts.py`` checks the result against the imported classes.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-# Where a class and a registration are, found before any parsing (parsing the whole package costs ~50 ms).
+# Where a class and a registration are, found before any parsing: only the classes a check needs are parsed.
 CLASS_LINE = re.compile(r"^class (\w+)\b", re.MULTILINE)
 REGISTERED = re.compile(r"""^@register\(["']([^"']+)["']\)\s*\n(?:@.*\n)*class (\w+)""", re.MULTILINE)
 

@@ -13,7 +13,7 @@ Every attention module has three points, each a submodule named ``hook_<point>``
 >>> with intervene(model, {"blocks.1.attention.hook_head_output": zero_heads([2])}):
 ...     model(tokens)                           # head 2 of layer 1 switched off
 
-When nothing is captured or changed at ``scores`` or ``weights``, attention takes the fused kernel, as before.
+When nothing is captured or changed at ``scores`` or ``weights``, attention takes the fused kernel, as it does without hooks.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class HeatmapFigure:
 
     Its frame (words, axis labels, colorbar) is drawn once and kept; each map redraws only what changes, in
     the order a full draw uses: the cells, the spines over their edges, the weights and the title
-    (matplotlib's blitting): 4 ms a map, where a full ``canvas.draw()`` takes 26 ms, mostly text layout."""
+    (matplotlib's blitting). A full ``canvas.draw()`` would lay out the frame's text again for every map."""
 
     def __init__(self, query_words: Sequence[str], key_words: Sequence[str], title: str,
                  scale: ColourScale = UNIT_SCALE) -> None:

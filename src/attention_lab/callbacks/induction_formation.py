@@ -16,7 +16,7 @@ from typing import Any
 
 import lightning as L
 
-from attention_lab.callbacks.run_record import RunRecord
+from attention_lab.callbacks.findings import Findings
 from attention_lab.circuits import COMPOSITIONS, composition_prefix
 from attention_lab.head_metrics import HeadMetric, score_family
 from attention_lab.index_tags import by_index
@@ -47,7 +47,7 @@ def loss_drop_step(steps: list[int], losses: list[float | None]) -> int | None:
     return max(falls)[1] if falls else None
 
 
-class InductionFormation(RunRecord):
+class InductionFormation(Findings):
     def __init__(self, threshold: float = THRESHOLD) -> None:
         self.threshold = threshold
         self.history: dict[str, list] = {name: [] for name in SERIES}
@@ -74,7 +74,7 @@ class InductionFormation(RunRecord):
                 return step
         return None
 
-    def record(self) -> dict[str, Any]:
+    def findings(self) -> dict[str, Any]:
         return {"formation_step": self.formation_step(),
                 "loss_drop_step": loss_drop_step(self.history["step"], self.history["val/loss"]),
                 "formation": {"threshold": self.threshold, **self.history}}

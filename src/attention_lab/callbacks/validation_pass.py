@@ -1,7 +1,7 @@
 """A measurement over the validation set at the end of a run, which the head ablation and the activation patching
 share: at the final validation (train.py's, after fit) and, with ``every_validation``, at each one during training.
 
-The values reach ``metrics.json`` (:meth:`record`: so ``optimized_metric`` and ``compare.py``), the callback
+The values reach ``metrics.json`` (:meth:`findings`: so ``optimized_metric`` and ``compare.py``), the callback
 metrics (the heatmaps of :class:`~attention_lab.callbacks.head_score_maps.HeadScoreMaps` read them there) and the
 attention tab. Measured at every validation, they are curves in TensorBoard's scalars, like any validation metric.
 Measured once, at the end (the default), they are not: one point per head and layer would be a chart of one dot
@@ -20,7 +20,7 @@ from tensorboard.compat.proto import event_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from attention_lab.ablation import Batch
-from attention_lab.callbacks.run_record import RunRecord
+from attention_lab.callbacks.findings import Findings
 from attention_lab.tensorboard_plugin.summary import end_values_summary
 
 
@@ -38,7 +38,7 @@ def write_end_values(trainer: L.Trainer, values: dict[str, float]) -> None:
         writer.close()
 
 
-class ValidationPass(RunRecord):
+class ValidationPass(Findings):
     """Subclasses say whether the run is measured (:meth:`active`) and measure (:meth:`measure`)."""
 
     def __init__(self, every_validation: bool = False) -> None:
@@ -77,5 +77,5 @@ class ValidationPass(RunRecord):
         if not self.every_validation:
             write_end_values(trainer, self.final)
 
-    def record(self) -> dict[str, Any]:
+    def findings(self) -> dict[str, Any]:
         return dict(self.final)

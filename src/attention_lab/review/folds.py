@@ -24,7 +24,7 @@ class Folded:
 
 
 def load_folds(sweep_dir: Path, unreadable: Unreadable) -> list[Folded]:
-    """``sweep_summary.json``'s ``folded`` entries (none in a summary written before sweeps folded)."""
+    """``sweep_summary.json``'s ``folded`` entries (none in the summary a new sweep's dir is claimed with, before its first job ends)."""
     path = sweep_dir / SUMMARY
     folds = load_json(path, unreadable).get("folded") or []
     if not isinstance(folds, list):

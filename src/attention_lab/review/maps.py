@@ -150,7 +150,7 @@ def load_module(files: RunFiles):
         hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
         if not isinstance(hparams, dict) or not {"model", "vocab"} <= set(hparams):
             raise ReviewError(f"cannot load checkpoint {files.checkpoint}: its hparams hold no model config and "
-                              "vocabulary (a checkpoint of another program, or of an older attention-lab)")
+                              "vocabulary (a checkpoint of another program)")
         check_declared_size(files, checkpoint)
         module = AttentionLitModule.load_from_checkpoint(files.checkpoint, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:

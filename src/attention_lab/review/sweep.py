@@ -44,7 +44,7 @@ from attention_lab.review.records import (
     text,
 )
 from attention_lab.run.files import METRICS, MULTIRUN_RECORD, RUN_INFO, SAVED_CONFIG, SAVED_OVERRIDES, SUMMARY
-from attention_lab.run.run_info import RunRecord, RunStatus, parse
+from attention_lab.run.run_info import RunInfo, RunStatus, parse
 
 # What run_info.json and the summary hold (a run claiming its dir, "starting", is shown as running).
 RECORDED_STATUSES = tuple(s.value for s in (RunStatus.OK, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING))
@@ -213,7 +213,7 @@ def recorded_status(record: dict, path: Path | None = None, unreadable: Unreadab
     return None
 
 
-def read_run_record(path: Path, unreadable: Unreadable) -> RunRecord:
+def read_run_info(path: Path, unreadable: Unreadable) -> RunInfo:
     """The job's run_info.json, its fields of the wrong type left out and named in ``unreadable``."""
     record, problems = parse(load_json(path, unreadable))
     for problem in problems:
@@ -255,7 +255,7 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict], unreadabl
     job = Job(id=job_id, dir=job_dir, overrides=overrides,
               optimized_metric=text(config, "optimized_metric", files[SAVED_CONFIG], unreadable))
     entry = summary.get(job_id) or summary.get(job_dir.name) or {}
-    info = read_run_record(files[RUN_INFO], unreadable)
+    info = read_run_info(files[RUN_INFO], unreadable)
     metrics, metrics_path = load_json(files[METRICS], unreadable), files[METRICS]
     if not metrics:
         metrics, metrics_path = entry.get("metrics") or {}, sweep_dir / SUMMARY

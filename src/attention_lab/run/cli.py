@@ -53,11 +53,11 @@ def relaunch_resumed_sweep(argv: Sequence[str], sweep_dir: Path | None, config_d
         return
     if os.environ.get(RELAUNCHED_SWEEP) == str(sweep_dir) and ("-m" in argv or "--multirun" in argv):
         return
-    from attention_lab.run.run_dir import resuming_sweep
+    from attention_lab.run.run_dir import sweep_resume_lock
     from attention_lab.run.sweep_resume import command_line, resume_value
 
     try:  # a second resume of the sweep is refused before it reads a record another one may be rewriting
-        with resuming_sweep(sweep_dir, f"resume={resume_value(argv)}", holder=False):
+        with sweep_resume_lock(sweep_dir, f"resume={resume_value(argv)}", holder=False):
             relaunched = command_line(argv, config_dir)
     except Exception as err:  # noqa: BLE001 - fail() says it in one line
         fail(err, argv)
@@ -70,15 +70,15 @@ def relaunch_resumed_sweep(argv: Sequence[str], sweep_dir: Path | None, config_d
 @contextlib.contextmanager
 def resumed_sweep(argv: Sequence[str], sweep_dir: Path | None) -> Iterator[None]:
     """``resume=<sweep dir>`` (``sweep_dir``): the only resume of the sweep until its jobs have ended (see
-    run_dir.resuming_sweep), and its multirun.yaml survives Hydra's rewrite of it (see sweep_resume.record_kept)."""
-    from attention_lab.run.run_dir import resuming_sweep
+    run_dir.sweep_resume_lock), and its multirun.yaml survives Hydra's rewrite of it (see sweep_resume.record_kept)."""
+    from attention_lab.run.run_dir import sweep_resume_lock
     from attention_lab.run.sweep_resume import record_kept, resume_value
 
     if sweep_dir is None:
         yield
         return
     setting = f"resume={resume_value(argv)}"
-    with resuming_sweep(sweep_dir, setting, holder=True), record_kept(sweep_dir, setting):
+    with sweep_resume_lock(sweep_dir, setting, holder=True), record_kept(sweep_dir, setting):
         yield
 
 

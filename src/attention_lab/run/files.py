@@ -30,10 +30,10 @@ SAVED_OVERRIDES = Path(".hydra") / "overrides.yaml"
 SAVED_CONFIG = Path(".hydra") / "config.yaml"
 
 # The most bytes the lab reads of a record, by its name. Each is far above what the lab writes (a run's
-# overrides.yaml holds well under 1 KiB, a sweep's multirun.yaml some 11 KiB, run_info.json under 1 KiB) and far
-# below what takes minutes to read: YAML is parsed in Python, and every override in it is parsed and composed again
-# (a resume of a 5 MB overrides.yaml took minutes and gigabytes). JSON parses fast; metrics.json grows with the
-# model's heads and sweep_summary.json with the sweep's jobs, so the other records get more room.
+# overrides.yaml and run_info.json hold a few lines, a sweep's multirun.yaml one copy of the config) and far below
+# what takes minutes to read: YAML is parsed in Python, and every override in it is parsed and composed again, so
+# the time and memory of a resume grow with the file. JSON parses fast; metrics.json grows with the model's heads
+# and sweep_summary.json with the sweep's jobs, so the other records get more room.
 RECORD_LIMITS = {SAVED_OVERRIDES.name: 64 << 10, MULTIRUN_RECORD: 1 << 20, SAVED_CONFIG.name: 1 << 20, RUN_INFO: 1 << 20}
 RESULTS_LIMIT = 64 << 20  # any other record: metrics.json, sweep_summary.json, sweep_folds.json, refused_jobs.json
 # Deeper than any record the lab writes (about 6 levels), and shallower than Python's recursion limit, which any

@@ -33,7 +33,7 @@ from attention_lab.run.files import (
     secondary_process,
     write_text,
 )
-from attention_lab.run.run_info import RunRecord, RunStatus
+from attention_lab.run.run_info import RunInfo, RunStatus
 
 
 class RunDirTaken(ConfigError):
@@ -66,7 +66,7 @@ def claim(folder: Path, markers: tuple[str, ...], record: str, content: dict[str
 
 def claim_run_dir(run_dir: Path) -> None:
     """Refuse a run dir that already holds a run, then claim it."""
-    starting = RunRecord(status=RunStatus.STARTING, pid=os.getpid(), host=socket.gethostname())
+    starting = RunInfo(status=RunStatus.STARTING, pid=os.getpid(), host=socket.gethostname())
     taken = claim(run_dir, (RUN_INFO, METRICS, ".hydra", "checkpoints", SUMMARY), RUN_INFO,
                   {key: value for key, value in starting.as_json().items() if value not in (None, [])})
     if taken is not None:
@@ -113,7 +113,7 @@ class RunDirLock:
 
 
 @contextlib.contextmanager
-def resuming_sweep(sweep_dir: Path, setting: str, *, holder: bool) -> Iterator[None]:
+def sweep_resume_lock(sweep_dir: Path, setting: str, *, holder: bool) -> Iterator[None]:
     """One resume of a sweep at a time, held from before the resume reads the sweep's records until its last job
     has ended. The lock is on the sweep dir itself, so that a resume refused as busy, or one refused for its
     input, has written nothing there; the process that goes on to run the sweep (``holder``) writes who it is
@@ -147,32 +147,32 @@ def resuming_sweep(sweep_dir: Path, setting: str, *, holder: bool) -> Iterator[N
         os.close(fd)
 
 
-class RunInfo:
-    """Writes ``<run dir>/run_info.json`` (a :class:`~attention_lab.run.run_info.RunRecord`): status, error,
+class RunInfoWriter:
+    """Writes ``<run dir>/run_info.json`` (a :class:`~attention_lab.run.run_info.RunInfo`): status, error,
     overrides, wall time. Kept apart from metrics.json so that metrics.json only holds metrics (identical across
     reruns)."""
 
     def __init__(self, run_dir: Path, *, enabled: bool = True) -> None:
         self.path, self.enabled = run_dir / RUN_INFO, enabled
-        self.record: RunRecord | None = None  # once the run has begun
+        self.info: RunInfo | None = None  # once the run has begun
         self.started = time.perf_counter()
 
     def begin(self, *, job: int | None, overrides: list[str], resume: bool) -> None:
-        previous = (RunRecord.read(self.path) if resume else None) or RunRecord()
-        self.record = RunRecord(
+        previous = (RunInfo.read(self.path) if resume else None) or RunInfo()
+        self.info = RunInfo(
             status=RunStatus.RUNNING, job=job if job is not None else previous.job, overrides=overrides,
             output_dir=str(self.path.parent), pid=os.getpid(), host=socket.gethostname(), started_at=now(),
             attempts=(previous.attempts or 0) + 1, previous_wall_time_s=float(previous.wall_time_s or 0.0))
         if self.enabled:
-            self.record.write(self.path)
+            self.info.write(self.path)
 
     def end(self, status: RunStatus, error: str | None = None) -> None:
-        assert self.record is not None, "a run ends only after it began"
+        assert self.info is not None, "a run ends only after it began"
         elapsed = time.perf_counter() - self.started
-        self.record.status, self.record.error, self.record.finished_at = status, error, now()
-        self.record.wall_time_s = round((self.record.previous_wall_time_s or 0.0) + elapsed, 2)
+        self.info.status, self.info.error, self.info.finished_at = status, error, now()
+        self.info.wall_time_s = round((self.info.previous_wall_time_s or 0.0) + elapsed, 2)
         if self.enabled:
-            self.record.write(self.path)
+            self.info.write(self.path)
 
 
 def selected_dir(config: DictConfig, key: str) -> Path | None:

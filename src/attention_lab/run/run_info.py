@@ -1,9 +1,9 @@
 """``<run dir>/run_info.json`` as a typed record: how a run (or a sweep job) stands, read and written by ``run/``
 and read by ``review/``. The run dir is data: :func:`parse` checks every field's type, and a reader either refuses
-the whole record (:meth:`RunRecord.read`, for the run path) or keeps the fields that are right and names the others
+the whole record (:meth:`RunInfo.read`, for the run path) or keeps the fields that are right and names the others
 (:func:`parse`, for the review tools).
 
-One rule says when a job's process is gone without a result (:meth:`RunRecord.ended_without_result`): the
+One rule says when a job's process is gone without a result (:meth:`RunInfo.ended_without_result`): the
 record still says it is starting or running, and either its sweep is over or its process, on this host, no
 longer exists."""
 
@@ -21,7 +21,7 @@ from attention_lab.errors import ConfigError
 from attention_lab.run.files import UnreadableRecord, read_json_record, write_json
 
 
-class MalformedRecord(ConfigError):
+class MalformedRunInfo(ConfigError):
     """A run_info.json whose fields have the wrong types (changed by hand, or by another program)."""
 
 
@@ -44,7 +44,7 @@ PID_MAX = 1 << 22  # Linux's highest pid_max: a larger "pid" names no process
 
 
 @dataclass
-class RunRecord:
+class RunInfo:
     status: RunStatus | None = None
     error: str | None = None
     job: int | None = None  # the job number in its sweep
@@ -59,20 +59,20 @@ class RunRecord:
     finished_at: str | None = None
 
     @classmethod
-    def read(cls, path: Path) -> RunRecord | None:
-        """The record in ``path``, None when there is none; raises MalformedRecord, in one line, for a file that is
+    def read(cls, path: Path) -> RunInfo | None:
+        """The record in ``path``, None when there is none; raises MalformedRunInfo, in one line, for a file that is
         not a JSON object or a field of the wrong type, so that no reader trips over it later."""
         if not path.is_file():
             return None
         try:
             data = read_json_record(path) if path.stat().st_size else {}
         except UnreadableRecord as err:
-            raise MalformedRecord(f"{path} is malformed: {err.problem}") from None
+            raise MalformedRunInfo(f"{path} is malformed: {err.problem}") from None
         if not isinstance(data, dict):
-            raise MalformedRecord(f"{path} is malformed: not a JSON object")
+            raise MalformedRunInfo(f"{path} is malformed: not a JSON object")
         record, problems = parse(data)
         if problems:
-            raise MalformedRecord(f"{path} is malformed: {problems[0]}")
+            raise MalformedRunInfo(f"{path} is malformed: {problems[0]}")
         return record
 
     def as_json(self) -> dict[str, Any]:
@@ -118,7 +118,7 @@ def shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def parse(data: dict[str, Any]) -> tuple[RunRecord, list[str]]:
+def parse(data: dict[str, Any]) -> tuple[RunInfo, list[str]]:
     """The record a run_info.json's object holds, each field of the wrong type left at None, and one line per
     such field ("pid is -1, expected a process id")."""
     values: dict[str, Any] = {}
@@ -129,7 +129,7 @@ def parse(data: dict[str, Any]) -> tuple[RunRecord, list[str]]:
             values["status"] = RunStatus(status)
         except ValueError:
             problems.append(f"status is {shown(status)}, expected one of {', '.join(s.value for s in RunStatus)}")
-    for name in (f.name for f in fields(RunRecord) if f.name != "status"):
+    for name in (f.name for f in fields(RunInfo) if f.name != "status"):
         value, kinds = data.get(name), TYPES[name]
         if value is None:
             continue
@@ -141,4 +141,4 @@ def parse(data: dict[str, Any]) -> tuple[RunRecord, list[str]]:
             problems.append(f"pid is {shown(value)}, expected a process id")
         else:
             values[name] = value
-    return RunRecord(**values), problems
+    return RunInfo(**values), problems

@@ -158,7 +158,7 @@ class Fold:
     def line(self) -> str:
         return f"folded: {self.shown} into job {self.into} ({self.shown_into}): {self.reason}"
 
-    def record(self) -> dict[str, object]:
+    def as_json(self) -> dict[str, object]:
         return {"overrides": list(self.overrides), "into": self.into, "into_overrides": list(self.into_overrides),
                 "reason": self.reason}
 

@@ -46,7 +46,7 @@ from attention_lab.run.files import (
 )
 from attention_lab.run.overrides import override_key
 from attention_lab.run.resume import FURTHER_TRAINING, read_saved_overrides
-from attention_lab.run.run_info import RunRecord, RunStatus, parse
+from attention_lab.run.run_info import RunInfo, RunStatus, parse
 
 # Settings of the sweep's own hydra overrides that a resume restores: where its jobs run, how many trials.
 RESTORED_HYDRA = ("hydra/launcher", "hydra.launcher.n_jobs", "hydra.sweeper.n_trials")
@@ -240,7 +240,7 @@ def job_plan(job_dir: Path, planned: Sequence[str], metric_name: str) -> JobPlan
     from attention_lab.run.run_dir import RunDirTaken
 
     check_contained(job_dir.parent, f"resume={job_dir.parent}", only=job_dir.name)  # it may have changed since
-    info = RunRecord.read(job_dir / RUN_INFO) or RunRecord()
+    info = RunInfo.read(job_dir / RUN_INFO) or RunInfo()
     if (job_dir / SAVED_OVERRIDES).is_file():
         saved = read_saved_overrides(job_dir, f"resume={job_dir.parent}")
         if not same_job(saved, planned):
@@ -256,7 +256,7 @@ def job_plan(job_dir: Path, planned: Sequence[str], metric_name: str) -> JobPlan
 def set_aside(job_dir: Path) -> None:
     """A failed attempt's record, checkpoints and TensorBoard events move to ``attempt<n>/`` before the job
     trains again (train.log is kept: the new attempt appends to it)."""
-    info = RunRecord.read(job_dir / RUN_INFO)
+    info = RunInfo.read(job_dir / RUN_INFO)
     if info is None:
         return
     aside = job_dir / f"attempt{info.attempts or 1}"

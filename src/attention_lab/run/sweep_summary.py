@@ -37,7 +37,7 @@ from attention_lab.run.files import (
 )
 from attention_lab.run.next_commands import sweep_note
 from attention_lab.run.run_dir import now
-from attention_lab.run.run_info import ENDED_WITHOUT_RESULT, MalformedRecord, RunRecord, RunStatus, parse
+from attention_lab.run.run_info import ENDED_WITHOUT_RESULT, MalformedRunInfo, RunInfo, RunStatus, parse
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,9 @@ def summary_rows(sweep_dir: Path, *, final: bool = False) -> list[dict[str, Any]
         if job_number(job_dir) in refused:
             continue
         try:
-            info = RunRecord.read(info_path) or RunRecord()
-        except MalformedRecord as err:  # the job that reads it says so in its own line
-            info = RunRecord(job=job_number(job_dir), status=RunStatus.FAILED, error=str(err))
+            info = RunInfo.read(info_path) or RunInfo()
+        except MalformedRunInfo as err:  # the job that reads it says so in its own line
+            info = RunInfo(job=job_number(job_dir), status=RunStatus.FAILED, error=str(err))
         status, error = info.status or RunStatus.RUNNING, info.error
         if info.ended_without_result(sweep_over=final):
             status, error = RunStatus.FAILED, ENDED_WITHOUT_RESULT

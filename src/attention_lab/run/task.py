@@ -37,8 +37,8 @@ from attention_lab.run.files import (
     secondary_process,
 )
 from attention_lab.run.overrides import override_key, run_name
-from attention_lab.run.run_dir import RunDirBusy, RunDirLock, RunDirTaken, RunInfo
-from attention_lab.run.run_info import RunRecord, RunStatus
+from attention_lab.run.run_dir import RunDirBusy, RunDirLock, RunDirTaken, RunInfoWriter
+from attention_lab.run.run_info import RunInfo, RunStatus
 from attention_lab.run.signals import StopSignals
 from attention_lab.run.sweep_jobs import swept_keys
 from attention_lab.run.sweep_summary import record_refusal, write_summary
@@ -85,7 +85,7 @@ class RunTask:
         if cfg.get("resume") and (self.run_dir.parent / SUMMARY).is_file():
             sweep_dir = self.run_dir.parent  # a resumed sweep job: its row in the sweep summary is updated too
         self.sweep_dir = None if secondary else sweep_dir
-        self.info = RunInfo(self.run_dir, enabled=not secondary)
+        self.info_writer = RunInfoWriter(self.run_dir, enabled=not secondary)
         self.lock = None if secondary else RunDirLock(self.run_dir)
 
     def __call__(self) -> float | None:
@@ -124,7 +124,7 @@ class RunTask:
                     if self.multirun else (),
                     resume_from=self.run_dir if plan else None,  # a resumed run's dir is its own (hydra.run.dir)
                     run_dir=self.run_dir)
-                self.info.begin(job=self.job, overrides=plan.overrides if plan else self.overrides,
+                self.info_writer.begin(job=self.job, overrides=plan.overrides if plan else self.overrides,
                                 resume=bool(plan) or job is not None)  # a resumed sweep's job: attempts go on
                 if plan is not None and self.lock is not None:
                     resuming.record(plan, cfg)
@@ -146,7 +146,7 @@ class RunTask:
 
     def claim_job_dir(self, job: sweep_resume.JobPlan | None) -> None:
         """A sweep job trains only in a dir that holds no other job's run (a resumed job: its own)."""
-        previous = RunRecord.read(self.run_dir / RUN_INFO)
+        previous = RunInfo.read(self.run_dir / RUN_INFO)
         if self.multirun and job is None and previous is not None and (
                 previous.job != self.job or previous.overrides != self.overrides):
             raise RunDirTaken(f"{self.run_dir} already holds the run of job {previous.job} "
@@ -172,15 +172,15 @@ class RunTask:
         save_yaml(OmegaConf.create(self.overrides), self.run_dir / SAVED_OVERRIDES)
 
     def end(self, status: RunStatus, error: str | None = None) -> None:
-        if self.info.record is not None:
-            self.info.end(status, error)
+        if self.info_writer.info is not None:
+            self.info_writer.end(status, error)
         if self.sweep_dir is not None:
             write_summary(self.sweep_dir)
 
     def fail(self, err: BaseException, stop: StopSignals) -> None:
         if unwritable(err):
             with contextlib.suppress(OSError):  # a record may still fit where a checkpoint did not
-                if self.info.record is not None:
+                if self.info_writer.info is not None:
                     self.end(RunStatus.FAILED, describe(err))
             self.cannot_write(err)
         try:
@@ -202,7 +202,7 @@ class RunTask:
         sys.exit(1)
 
     def record_failure(self, err: BaseException, stop: StopSignals) -> None:
-        if isinstance(err, ConfigError) and self.info.record is None:
+        if isinstance(err, ConfigError) and self.info_writer.info is None:
             # Rejected before the run started: the run dir's record stays as it was.
             if self.multirun and not self.owns_dir:  # the dir is another run's: nothing is written there
                 stderr(f"error: {self.where} failed: {describe(err)}")
@@ -212,7 +212,7 @@ class RunTask:
                     record_refusal(self.sweep_dir, self.job, self.overrides, describe(err))
                 return None
             if self.multirun:
-                self.info.begin(job=self.job, overrides=self.overrides, resume=self.resumed_sweep)
+                self.info_writer.begin(job=self.job, overrides=self.overrides, resume=self.resumed_sweep)
             else:
                 stderr(f"error: {describe(err)}")
                 sys.exit(1)

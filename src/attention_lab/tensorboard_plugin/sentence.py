@@ -140,8 +140,9 @@ class SentenceModels:
                 return found
             import torch
 
-            # The models are tiny: with a thread per core, each small op waits on the others (spin-waits
-            # on a busy machine); one thread answers a sentence several times sooner (29 ms against 243 ms).
+            # The models are tiny: with a thread per core, each small op waits on the others (they spin-wait
+            # while other processes hold the cores); one thread answers a sentence sooner, as in training
+            # (docs/benchmarks.md, "The attention tab's tensors").
             torch.set_num_threads(1)
             try:
                 found = Loaded(*load_module(files), files)

@@ -55,7 +55,7 @@ class WordLayout:
         for key, value in words.items():
             if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
                 raise RecordError(key, "not a list of words")
-        kinds = data.get("kinds", [])  # absent from records written before maps could be signed
+        kinds = data.get("kinds")
         if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
             raise RecordError("kinds", "not a list of attention kinds")
         return cls(words["query_words"], words["key_words"], str(data.get("query_axis", "query")), tuple(kinds))

@@ -1,7 +1,7 @@
 """Local parallel jobs, each in a process of its own (``hydra/launcher=parallel``).
 
 Why not hydra-joblib-launcher: loky breaks the whole pool when one worker dies (``TerminatedWorkerError``), so
-one job killed by the out-of-memory killer took the healthy jobs down with it, and a SIGTERM to the sweep left
+one job killed by the out-of-memory killer takes the healthy jobs down with it, and a SIGTERM to the sweep leaves
 its workers training as orphans. Here each job is one child process, at most ``n_jobs`` at once, forked from a
 ``forkserver`` that imported the ``preload`` modules (torch, Lightning) once: a job neither shares the parent's
 state beyond what is pickled nor pays the imports again.

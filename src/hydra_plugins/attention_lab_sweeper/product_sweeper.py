@@ -64,7 +64,7 @@ class ProductSweeper(Sweeper):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / MULTIRUN_RECORD)
-        write_json(sweep_dir / FOLDS, {"folds": [fold.record() for fold in plan.folds]})
+        write_json(sweep_dir / FOLDS, {"folds": [fold.as_json() for fold in plan.folds]})
         for fold in plan.folds:
             log.info(fold.line())
         size = self.max_batch_size if self.max_batch_size and self.max_batch_size > 0 else max(len(plan.jobs), 1)

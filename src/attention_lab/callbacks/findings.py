@@ -8,7 +8,9 @@ from typing import Any
 import lightning as L
 
 
-class RunRecord(L.Callback):
-    def record(self) -> dict[str, Any]:
+class Findings(L.Callback):
+    """train() adds :meth:`findings` of each such callback to metrics.json after the final validation."""
+
+    def findings(self) -> dict[str, Any]:
         """Plain JSON values, the same on a rerun with the same seed (no times)."""
         raise NotImplementedError

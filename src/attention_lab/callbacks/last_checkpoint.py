@@ -1,8 +1,9 @@
 """``checkpoints/last.ckpt`` always holds the newest model: after every validation during training and at its end.
 
 ModelCheckpoint's ``save_last=True`` writes last.ckpt only when it also writes a top-k checkpoint, that is when
-``best.ckpt`` improves: a run solved at step 250 and trained to 300 kept step 250 in both files, so the review
-tools showed an older model than the one metrics.json describes, and a resume trained the gap again."""
+``best.ckpt`` improves: a run solved at step 250 and trained to 300 would keep step 250 in both files, so the
+review tools would show another model than the one metrics.json describes, and a resume would train the gap
+again."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from attention_lab.checkpoints import last_checkpoint_path
 
 
-class LatestCheckpoint(L.Callback):
+class LastCheckpoint(L.Callback):
     def __init__(self) -> None:
         self.saved_step: int | None = None
 
