@@ -46,3 +46,27 @@ def test_rewriting_the_table_changes_nothing_else():
     text = DOCS.read_text(encoding="utf-8")
     stale = text.replace("| `seed` | `0` |", "| `seed` | `7` |")
     assert stale != text and replace_knob_table(stale) == text
+
+
+def docs_group_options() -> dict[str, list[str]]:
+    """docs/configuration.md's Groups table: group -> the options it lists (backquoted, before any parenthesis)."""
+    text = DOCS.read_text(encoding="utf-8")
+    table = text[text.index("\n## Groups"):].split("\n\n|", 1)[1].split("\n\n")[0]
+    rows = {}
+    for line in ("|" + table).splitlines()[2:]:
+        group, options = (cell.strip() for cell in line.split("|")[1:3])
+        rows[group.strip("`")] = sorted(re.findall(r"`([^`]+)`", options.split(" (")[0]))
+    return rows
+
+
+def test_the_docs_groups_table_lists_every_group_with_every_option():
+    from hydra import compose
+
+    from attention_lab.config_help import search_path_options, user_groups
+    from attention_lab.run.compose_api import hydra_compose_api
+    from conftest import CONFIG_DIR
+
+    with hydra_compose_api(CONFIG_DIR):
+        cfg = compose("train", return_hydra_config=True)
+        offered = {group: search_path_options(cfg, group) for group in user_groups(cfg)}
+    assert docs_group_options() == offered
