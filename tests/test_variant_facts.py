@@ -3,13 +3,6 @@ apply the attention package's own rules. A variant with an option of its own is 
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import textwrap
-
 import pytest
 from omegaconf import OmegaConf
 
@@ -21,7 +14,7 @@ from attention_lab.checks import validate
 from attention_lab.config import ModelConfig, typed
 from attention_lab.errors import ConfigError
 from attention_lab.run.preflight import check_run
-from conftest import CONFIG_DIR, QUIET, ROOT, check_command_line, compose_config, run_script, script_env
+from conftest import CONFIG_DIR, ROOT, check_command_line, compose_config, run_script
 
 MODELS = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
 
@@ -140,77 +133,3 @@ def test_heads_on_a_single_head_variant_is_one_line_from_the_script(tmp_path):
 
 
 # --- a variant with an option of its own: one file and one yaml ------------------------------------------------
-
-VARIANT = '''
-"""Self-attention whose scores are divided by a temperature of its own: sharper (< 1) or flatter (> 1) maps."""
-
-import torch
-
-from attention_lab.attention.registry import register
-from attention_lab.attention.self_attention import SelfAttention
-
-
-@register("tempered")
-class TemperedAttention(SelfAttention):
-    options = ("temperature",)
-    choices = {"temperature": (0.5, 1.0, 2.0)}
-
-    def __init__(self, d_in, d_out, *, temperature=1.0, **kwargs):
-        super().__init__(d_in, d_out, **kwargs)
-        self.register_buffer("temperature", torch.tensor(float(temperature)))  # saved with the weights
-
-    def project(self, x, source):
-        queries, keys, values = super().project(x, source)
-        return queries / self.temperature, keys, values
-'''
-
-VARIANT_YAML = '''
-defaults:
-  - model_schema
-
-name: tempered
-options:
-  temperature: 1.0
-'''
-
-
-def copy_project(tmp_path):
-    project = tmp_path / "project"
-    shutil.copytree(ROOT / "src", project / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
-    shutil.copytree(ROOT / "configs", project / "configs")
-    shutil.copytree(ROOT / "scripts", project / "scripts", ignore=shutil.ignore_patterns("__pycache__"))
-    return project
-
-
-def test_a_variant_with_an_option_of_its_own_is_one_file_and_one_yaml(tmp_path):
-    project = copy_project(tmp_path)
-    files = {project / "src" / "attention_lab" / "attention" / "tempered.py": VARIANT,
-             project / "configs" / "model" / "tempered.yaml": VARIANT_YAML}
-    for path, text in files.items():
-        assert not path.exists()
-        path.write_text(textwrap.dedent(text).lstrip())
-    env = dict(script_env(), PYTHONPATH=str(project / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-
-    def train(*overrides: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(project / "scripts" / "train.py"), "model=tempered", *overrides],
-                              cwd=project, env=env, capture_output=True, text=True, timeout=300)
-
-    # The option's allowed values, declared once in the class, are checked before a run dir exists.
-    refused = train("model.options.temperature=3.0", f"hydra.run.dir={tmp_path / 'refused'}")
-    assert refused.returncode == 1, refused.stderr
-    assert refused.stderr.strip() == ("error: model.options.temperature=3.0 is invalid for model=tempered: it must be "
-                                      "one of 0.5, 1.0, 2.0"), refused.stderr
-    assert not (tmp_path / "refused").exists()
-
-    run_dir = tmp_path / "run"
-    proc = train("model.options.temperature=0.5", "max_steps=20", "task.train_size=256", "task.val_size=64",
-                 "~callbacks.attention_maps", *QUIET, f"hydra.run.dir={run_dir}")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 20
-    import torch
-
-    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
-    assert checkpoint["hyper_parameters"]["model"]["options"] == {"temperature": 0.5}
-    # The option reached the constructor of every block: build_attention(**options).
-    temperatures = {k: v.item() for k, v in checkpoint["state_dict"].items() if k.endswith(".temperature")}
-    assert len(temperatures) == 2 and set(temperatures.values()) == {0.5}, temperatures
