@@ -143,11 +143,12 @@ def test_a_readme_command_works_as_written(command: str):
 
 def docs_commands() -> list[str]:
     """The lab's commands in the docs pages' command blocks (not those of other tools: sinfo, apt-get, ...), less the
-    README's (checked above) and the bare experiment sweeps (`-m experiment=<preset>`: tests/test_experiments.py
-    composes and checks every job of every preset)."""
+    README's (checked above) and the bare experiment sweeps (`-m experiment=<preset>`, with or without a launcher:
+    tests/test_experiments.py and tests/test_mqar.py compose and check every job of every preset, and the launcher
+    changes no job's config)."""
     commands = {command for page in sorted((ROOT / "docs").glob("*.md")) for command in command_blocks(page.read_text())
                 if command.split()[0] in ("python", "make", "source")}
-    preset_sweeps = {command for command in commands if re.fullmatch(r"python scripts/train\.py -m experiment=\w+", command)}
+    preset_sweeps = {command for command in commands if re.fullmatch(r"python scripts/train\.py -m experiment=\w+( hydra/launcher=\w+)?", command)}
     return sorted(commands - set(readme_commands()) - preset_sweeps)
 
 
