@@ -54,7 +54,7 @@ REJECTION_RULES: list[tuple[tuple[str | None, str | None, str | None], str, str]
      "cross: the decoder's queries attend to the whole encoded source; causal masking has no meaning there"),
     *(((model, None, mask), f"mask={mask}",
         f"{model} is a recurrence: each position updates a state that only later positions read")
-      for model in ("based", "gated_deltanet", "mamba2", "retnet") for mask in ("none", "padding")),
+      for model in MODELS if ATTENTION_REGISTRY[model].causal_only for mask in ("none", "padding")),
 ]
 
 
@@ -192,7 +192,7 @@ def test_typos_and_wrong_types_fail_at_compose_time(overrides, named):
 ])
 def test_every_group_option_composes_and_validates(group, option):
     # task=next_word or induction alone keeps the default mask=padding, rejected above: they need mask=causal,
-    # as do the recurrences (model=mamba2, gated_deltanet, retnet, based).
+    # as do the recurrences (the variants whose class declares causal_only).
     needs_causal = (group, option) in (("task", "next_word"), ("task", "induction")) or (
         group == "model" and ATTENTION_REGISTRY[option].causal_only)
     extra = ["mask=causal"] if needs_causal else []

@@ -12,14 +12,18 @@ from omegaconf import OmegaConf
 from attention_lab.config import TaskConfig, typed
 from attention_lab.data.corpus import Vocabulary, read_sentences, tokenize
 from attention_lab.data.probe import EXAMPLE_TEXT
-from attention_lab.data.tasks import build_task
+from attention_lab.data.tasks import TASK_REGISTRY, build_task
 from attention_lab.review.visualize import run_probe, visualize
 from conftest import compose_config, run_train
 
 SENTENCES = [tokenize(sentence) for sentence in read_sentences()]
-# What each task needs to compose and run (task=next_word and task=induction are learned with mask=causal).
-TASKS = {"reverse": [], "copy": [], "sort": [], "next_word": ["mask=causal"], "recall": [],
-         "induction": ["mask=causal"]}
+
+
+def runnable(task: str) -> list[str]:
+    """What ``task`` needs to compose and run: a mask it can be learned with, where the default is not one."""
+    cfg = compose_config([f"task={task}"])
+    return [] if cfg.mask in cfg.task.masks else [f"mask={cfg.task.masks[0]}"]
+
 
 
 def probes_of(overrides: list[str]) -> tuple[list[str], list[str], TaskConfig]:
@@ -40,14 +44,18 @@ def shows_its_mechanism(task: TaskConfig, words: list[str]) -> None:
         keys, queries = words[0:2 * options.pairs:2], words[2 * options.pairs:]
         assert len(set(keys)) == options.pairs and len(set(queries)) == options.queries and set(queries) <= set(keys)
         assert queries != keys[:options.queries]  # asked in another order than given: a lookup, not a position
+    elif task.name == "mqar":  # distinct keys, each with a value, then every key asked once, in the order drawn
+        pairs = build_task("mqar").options_of(task).pairs
+        keys, queries = words[0:2 * pairs:2], words[2 * pairs:]
+        assert len(words) == 3 * pairs and len(set(keys)) == pairs and sorted(queries) == sorted(keys)
     else:  # a sentence: the start of one of the corpus's sentences, as long as training inputs may be
         assert any(sentence[:len(words)] == words for sentence in SENTENCES)
         assert min(task.min_len, len(SENTENCES[0])) <= len(words) <= task.max_len
 
 
-@pytest.mark.parametrize("task", sorted(TASKS))
+@pytest.mark.parametrize("task", sorted(TASK_REGISTRY))
 def test_each_task_shows_its_own_probe_made_of_its_words(task):
-    maps, summaries, config = probes_of([f"task={task}", *TASKS[task]])
+    maps, summaries, config = probes_of([f"task={task}", *runnable(task)])
     assert maps == summaries  # the images and the attention tab show the same words
     vocab = Vocabulary.for_task(read_sentences(config.corpus), config.words)
     assert set(maps) <= set(vocab.words)
@@ -55,7 +63,7 @@ def test_each_task_shows_its_own_probe_made_of_its_words(task):
 
 
 def test_the_probes_differ_where_the_mechanisms_do():
-    reverse, induction, recall = (probes_of([f"task={t}", *TASKS[t]])[0] for t in ("reverse", "induction", "recall"))
+    reverse, induction, recall = (probes_of([f"task={t}", *runnable(t)])[0] for t in ("reverse", "induction", "recall"))
     assert reverse == ["Life", "is", "short", "eat", "dessert", "first"]  # the sentence the README's images show
     assert len({tuple(reverse), tuple(induction), tuple(recall)}) == 3
 
@@ -70,9 +78,9 @@ def test_the_probe_follows_the_tasks_settings():
     shows_its_mechanism(config, maps)
 
 
-@pytest.mark.parametrize("task", sorted(TASKS))
+@pytest.mark.parametrize("task", sorted(TASK_REGISTRY))
 def test_probe_overrides_the_tasks_probe(task):
-    maps, summaries, _ = probes_of([f"task={task}", *TASKS[task], "probe='Your journey starts, with one step'"])
+    maps, summaries, _ = probes_of([f"task={task}", *runnable(task), "probe='Your journey starts, with one step'"])
     assert maps == summaries == ["Your", "journey", "starts", "with", "one", "step"]
 
 
