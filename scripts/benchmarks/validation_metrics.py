@@ -29,8 +29,8 @@ def best_of(repeats: int, run: Callable[[], object]) -> float:
     return min(times)
 
 
-def component_times(overrides: list[str], repeats: int) -> dict[str, float]:
-    """Seconds per validation of each circuit metric and of one plain validation pass."""
+def component_times(cfg: Any, repeats: int) -> dict[str, float]:
+    """Seconds per validation of each circuit metric and of one plain validation pass, for the composed ``cfg``."""
     import torch
     import torch.nn.functional as F
     from hydra.utils import instantiate
@@ -40,12 +40,10 @@ def component_times(overrides: list[str], repeats: int) -> dict[str, float]:
     from attention_lab.data.corpus import PAD_ID
     from attention_lab.head_scores import PROBE_KINDS, head_scores
     from attention_lab.loss_by_index import LossByIndex
-    from benchmarks.compose import compose_train_config
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        cfg = compose_train_config(overrides)
         datamodule = instantiate(cfg.data)
         datamodule.setup("validate")
         module = instantiate(cfg.module, vocab=datamodule.vocab.itos).eval()
@@ -80,9 +78,10 @@ def component_times(overrides: list[str], repeats: int) -> dict[str, float]:
 def validation_metric_rows(runs: dict[str, list[dict]], repeats: int = 5) -> tuple[list[Row], dict[str, Any]]:
     from benchmarks.compose import compose_train_config
 
-    times = component_times([], repeats)
+    cfg = compose_train_config([])  # the default run's, as the training runs of section C
+    times = component_times(cfg, repeats)
     added = times["circuit_scores"] + times["prefix_probe"] + times["loss_by_index"]
-    every = int(compose_train_config([]).trainer.val_check_interval)
+    every = int(cfg.trainer.val_check_interval)
     measured = [r for r in runs.get("maps_on", []) if r.get("steps")]
     rows = [Row("C", f"C/{name}_ms", description, times[name] * 1000, "ms", note=f"best of {repeats}, one thread")
             for name, description in (

@@ -125,7 +125,7 @@ class RunTask:
                     resume_from=self.run_dir if plan else None,  # a resumed run's dir is its own (hydra.run.dir)
                     run_dir=self.run_dir)
                 self.info_writer.begin(job=self.job, overrides=plan.overrides if plan else self.overrides,
-                                resume=bool(plan) or job is not None)  # a resumed sweep's job: attempts go on
+                                       resume=bool(plan) or job is not None)  # a resumed sweep's job: attempts go on
                 if plan is not None and self.lock is not None:
                     resuming.record(plan, cfg)
                 from attention_lab.train import train  # the heavy imports come after the checks
