@@ -14,11 +14,18 @@ Tests marked ``gpu`` need CUDA and skip without it; `make test-gpu` runs only th
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import io
+import logging
 import os
+import runpy
 import shutil
 import subprocess
 import sys
 import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -140,12 +147,71 @@ def run_script(script: Path | str, *args: str, cwd: Path | None = None, timeout:
     return proc
 
 
-def run_train(run_dir: Path, *overrides: str, multirun: bool = False, timeout: float = 300,
-              check: bool = True) -> subprocess.CompletedProcess:
-    """scripts/train.py with its outputs in run_dir (hydra.run.dir, or hydra.sweep.dir with -m)."""
+@contextlib.contextmanager
+def process_state_kept() -> Iterator[None]:
+    """What a script's run changes in its process and a later test must not inherit: the environment (Lightning's
+    PL_GLOBAL_SEED, the lab's HYDRA_FULL_ERROR hand-over), sys.argv, the cwd, the root logger's handlers (Hydra's
+    job logging), warning filters, torch's thread count and the garbage collector (paused while a run starts)."""
+    import torch
+
+    environ, argv, cwd, threads = dict(os.environ), sys.argv, os.getcwd(), torch.get_num_threads()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    GlobalHydra.instance().clear()
+    try:
+        with warnings.catch_warnings():
+            yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        sys.argv = argv
+        os.chdir(cwd)
+        torch.set_num_threads(threads)
+        for handler in root.handlers:
+            if handler not in handlers:
+                handler.close()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        gc.enable()
+        GlobalHydra.instance().clear()
+
+
+def run_in_process(script: Path | str, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    """A script of scripts/ as ``python script args`` would run it, in this process (its ``__main__``, the same
+    entry function as on the command line): exit status and console text, shaped like ``subprocess.run``'s
+    result. For what only a process shows (signals, a console's every warning, an exec), use :func:`run_script`."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code: int = 0
+    with process_state_kept():
+        os.environ.update(script_env())
+        sys.argv = [str(script), *args]
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                runpy.run_path(str(script), run_name="__main__")
+            except SystemExit as stop:  # as the interpreter ends a process: a text is printed and means status 1
+                if isinstance(stop.code, str):
+                    stderr.write(stop.code + "\n")
+                code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    proc = subprocess.CompletedProcess([str(script), *args], code, stdout.getvalue(), stderr.getvalue())
+    if check and code != 0:
+        raise AssertionError(f"{script} {' '.join(args)} exited {code}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def train_args(run_dir: Path, overrides: tuple[str, ...], multirun: bool) -> list[str]:
     where = f"hydra.sweep.dir={run_dir}" if multirun else f"hydra.run.dir={run_dir}"
-    args = (["-m"] if multirun else []) + [*overrides, *QUIET, where]
-    return run_script(TRAIN, *args, timeout=timeout, check=check)
+    return (["-m"] if multirun else []) + [*overrides, *QUIET, where]
+
+
+def run_train(run_dir: Path, *overrides: str, multirun: bool = False, check: bool = True) -> subprocess.CompletedProcess:
+    """scripts/train.py in this process, with its outputs in run_dir (hydra.run.dir, or hydra.sweep.dir with -m)."""
+    return run_in_process(TRAIN, *train_args(run_dir, overrides, multirun), check=check)
+
+
+def run_train_process(run_dir: Path, *overrides: str, multirun: bool = False, timeout: float = 300,
+                      check: bool = True) -> subprocess.CompletedProcess:
+    """scripts/train.py as a process of its own, as :func:`run_train`: where only a process shows it."""
+    return run_script(TRAIN, *train_args(run_dir, overrides, multirun), timeout=timeout, check=check)
 
 
 @pytest.fixture(autouse=True)
@@ -238,9 +304,5 @@ def solved_run(tmp_path_factory) -> Path:
     until validation reaches SOLVED_AT, shared by the end-to-end, event-file and TensorBoard-server tests.
     Treat it as read-only."""
     def build(folder: Path) -> None:
-        with pytest.MonkeyPatch.context() as mp:
-            for key, value in SINGLE_THREAD_ENV.items():
-                mp.setenv(key, value)
-            run_train(folder / "run", f"max_steps={SOLVED_RUN_MAX_STEPS}", "log_attention_every_n_steps=50",
-                      timeout=600)
+        run_train(folder / "run", f"max_steps={SOLVED_RUN_MAX_STEPS}", "log_attention_every_n_steps=50")
     return built_once(tmp_path_factory, "solved_run", build) / "run"

@@ -60,7 +60,7 @@ def metrics(job: Path) -> dict:
 def test_two_layers_find_induction_and_one_does_not(tmp_path: Path, single_thread):
     sweep = tmp_path / "induction"
     run_train(sweep, "experiment=induction_heads", "seed=0", "max_steps=300", "~callbacks.attention_maps",
-              multirun=True, timeout=600)
+              multirun=True)
     one, two = metrics(sweep / "0"), metrics(sweep / "1")
     assert (one["hparams"]["layers"], two["hparams"]["layers"]) == (1, 2)
     assert two["val/seq_acc"] >= 0.95 and one["val/seq_acc"] <= 0.85, (one["val/seq_acc"], two["val/seq_acc"])
@@ -78,7 +78,7 @@ def test_two_layers_find_induction_and_one_does_not(tmp_path: Path, single_threa
 def test_rope_carries_over_to_longer_inputs_and_learned_positions_do_not(tmp_path: Path, single_thread):
     sweep = tmp_path / "length"
     run_train(sweep, "experiment=length_generalisation", "seed=0", "position=learned,rope",
-              "~callbacks.attention_maps", multirun=True, timeout=600)
+              "~callbacks.attention_maps", multirun=True)
     learned, rope = metrics(sweep / "0"), metrics(sweep / "1")
     assert learned["val/seq_acc"] >= 0.99 and rope["val/seq_acc"] >= 0.99  # both solve the lengths they saw
     assert learned["ood/seq_acc"] <= 0.05 and rope["ood/seq_acc"] >= 0.5, (learned["ood/seq_acc"], rope["ood/seq_acc"])

@@ -54,7 +54,7 @@ def formation_sweep(tmp_path_factory) -> Path:
     sweep = tmp_path_factory.mktemp("formation") / "sweep"
     run_train(sweep, "experiment=induction_formation", "seed=0,1", "layers=2", "max_steps=60",
               "~callbacks.attention_maps", "~callbacks.head_score_maps", "ablation=[zero]", "threads=1",
-              multirun=True, timeout=900)
+              multirun=True)
     return sweep
 
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from attention_lab.attention import ATTENTION_REGISTRY, VARIANTS, build_attention
-from conftest import run_train
+from conftest import run_train_process
 
 if not torch.cuda.is_available():  # the whole file at once: one skip line
     pytest.skip("CUDA is not available (torch.cuda.is_available() is False): the GPU tests skip",
@@ -100,7 +100,7 @@ def test_a_short_run_trains_on_cuda(tmp_path: Path, preset: list[str]):
     """Both settings are refused before training where CUDA is missing (run/device.py): a run that trained
     ran on the GPU."""
     run_dir = tmp_path / "run"
-    run_train(run_dir, *preset, *SHORT)
+    run_train_process(run_dir, *preset, *SHORT)
     metrics = metrics_of(run_dir)
     assert metrics["global_step"] == 20 and metrics["val/loss"] > 0
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
@@ -112,7 +112,7 @@ def test_a_short_run_trains_under_autocast(tmp_path: Path, precision: str):
     if precision == "bf16-mixed" and not torch.cuda.is_bf16_supported():
         pytest.skip("this GPU has no bfloat16")
     run_dir = tmp_path / "run"
-    run_train(run_dir, "device=cuda", f"+trainer.precision={precision}", *SHORT)
+    run_train_process(run_dir, "device=cuda", f"+trainer.precision={precision}", *SHORT)
     metrics = metrics_of(run_dir)
     assert metrics["global_step"] == 20
     assert torch.isfinite(torch.tensor(metrics["val/loss"])) and metrics["val/loss"] > 0

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env, signal_when, wait_until
+from conftest import QUIET, ROOT, TRAIN, run_script, run_train_process, script_env, signal_when, wait_until
 from test_errors import assert_one_line_error
 
 SMALL = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10", "~callbacks.attention_maps",
@@ -36,7 +36,7 @@ def record(run_dir: Path) -> dict[str, bytes]:
 def finished_run(tmp_path_factory) -> Path:
     """A short finished run (10 steps); tests copy it before changing anything."""
     run_dir = tmp_path_factory.mktemp("finished") / "run"
-    run_train(run_dir, "max_steps=10", *SMALL)
+    run_train_process(run_dir, "max_steps=10", *SMALL)
     return run_dir
 
 
@@ -83,7 +83,7 @@ def test_failed_resume_does_not_poison_the_run(finished_run, tmp_path):
     assert record(run_dir) == before, "a resume that did not start changed the run's record"
     assert not (run_dir / "traceback.txt").exists()
 
-    run_train(run_dir, f"resume={run_dir}", "max_steps=20", timeout=300)  # a plain resume still works
+    run_train_process(run_dir, f"resume={run_dir}", "max_steps=20", timeout=300)  # a plain resume still works
     assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 20
     info = json.loads((run_dir / "run_info.json").read_text())
     assert info["status"] == "ok" and info["attempts"] == 2
@@ -266,7 +266,7 @@ def test_corrupt_last_checkpoint_falls_back_to_a_valid_one(tmp_path):
     last = run_dir / "checkpoints" / "last.ckpt"
     last.write_bytes(last.read_bytes()[:1000])  # truncated, as by a full disk
     best_step = int(torch.load(run_dir / "checkpoints" / "best.ckpt", weights_only=True)["global_step"])
-    proc = run_train(run_dir, f"resume={run_dir}", "max_steps=30", timeout=300)
+    proc = run_train_process(run_dir, f"resume={run_dir}", "max_steps=30", timeout=300)
     output = proc.stdout + proc.stderr
     assert "does not load" in output and f"step {best_step}" in output, output[-3000:]
     assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 30

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from conftest import CONFIG_DIR, QUIET, ROOT, TRAIN, run_train, script_env, signal_when
+from conftest import CONFIG_DIR, QUIET, ROOT, TRAIN, run_train_process, script_env, signal_when
 
 # Mid-epoch on purpose: 256 samples / 64 = 4 batches per epoch; checkpoints every 10 steps; dropout on, so
 # that the random state must be restored too.
@@ -64,7 +64,7 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     assert 10 <= stopped_at < 40 and not (run_dir / "metrics.json").exists()
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
 
-    resumed = run_train(run_dir, f"resume={run_dir}", timeout=300)
+    resumed = run_train_process(run_dir, f"resume={run_dir}", timeout=300)
     assert "resuming" in resumed.stdout
     reference.communicate(timeout=300)
     assert reference.returncode == 0
@@ -119,6 +119,6 @@ def test_a_finished_run_trained_further_reaches_the_new_max_steps(tmp_path):
     """The epoch count the progress bar shows must never end a resumed run before its max_steps: a run resumed
     at an epoch boundary stopped 3 steps short (57 of 60) when the limit was computed as for a new run."""
     run_dir = tmp_path / "run"
-    run_train(run_dir, *CONFIG)  # 40 steps: 10 whole epochs of 4 batches
-    run_train(run_dir, f"resume={run_dir}", "max_steps=60")
+    run_train_process(run_dir, *CONFIG)  # 40 steps: 10 whole epochs of 4 batches
+    run_train_process(run_dir, f"resume={run_dir}", "max_steps=60")
     assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 60

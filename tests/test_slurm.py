@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env
+from conftest import QUIET, ROOT, TRAIN, run_script, run_train_process, script_env
 
 # One cluster for the whole machine, and jobs that need its cores: run after the parallel tests (conftest.py).
 pytestmark = pytest.mark.serial
@@ -238,6 +238,6 @@ def test_ddp_over_two_slurm_tasks_gives_the_metrics_of_one_process(tmp_path: Pat
     assert len(list((sweep_dir / ".submitit").glob("*/*_result.pkl"))) == 2
     assert read(job_dir / "run_info.json")["status"] == "ok"
     single = tmp_path / "single"
-    run_train(single, *TINY)
+    run_train_process(single, *TINY)
     assert sorted(read(job_dir / "metrics.json")) == sorted(read(single / "metrics.json"))
     assert read(job_dir / "metrics.json")["global_step"] == 30

@@ -54,7 +54,7 @@ def test_a_tiny_race_records_each_jobs_state_and_plots_against_it(tmp_path):
     sweep = tmp_path / "mqar"
     run_train(sweep, "experiment=mqar", "model=multihead,linear", "d_model=16", "lr=0.01", "seed=0", "max_steps=3",
               "task.train_size=192", "task.val_size=64", "~callbacks.attention_maps", "~callbacks.head_score_maps",
-              multirun=True, timeout=600)
+              multirun=True)
     recorded = {}
     for job in ("0", "1"):
         metrics = json.loads((sweep / job / "metrics.json").read_text())

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env, signal_when
+from conftest import QUIET, ROOT, TRAIN, run_script, run_train_process, script_env, signal_when
 from test_errors import assert_one_line_error
 
 SMALL = ["max_steps=60", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10",
@@ -112,7 +112,7 @@ def test_optuna_resume_continues_the_study_up_to_n_trials_in_total(tmp_path):
     import optuna
 
     sweep_dir = tmp_path / "optuna"
-    run_train(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", *SMALL[1:], "max_steps=10",
+    run_train_process(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", *SMALL[1:], "max_steps=10",
               multirun=True)
     kept = {n: snapshot(sweep_dir / str(n)) for n in (0, 1)}
     run_script(TRAIN, f"resume={sweep_dir}", "hydra.sweeper.n_trials=3", timeout=300, check=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TRAIN, run_script, run_train, script_env, wait_until
+from conftest import ROOT, TRAIN, run_script, run_train_process, script_env, wait_until
 from test_sweep_resume import error_lines, snapshot, summary
 
 COMPARE = ROOT / "scripts" / "compare.py"
@@ -30,7 +30,7 @@ DISK_MIB = 32  # see small_disk
 def finished_sweep(tmp_path_factory) -> Path:
     """A finished two-job sweep (heads=1,2), shared read-only: each test resumes a copy."""
     sweep_dir = tmp_path_factory.mktemp("finished_sweep") / "sweep"
-    run_train(sweep_dir, "heads=1,2", *TINY, multirun=True)
+    run_train_process(sweep_dir, "heads=1,2", *TINY, multirun=True)
     return sweep_dir
 
 

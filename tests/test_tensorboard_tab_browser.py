@@ -245,7 +245,7 @@ def first_hour(chromium, request, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         for key, value in SINGLE_THREAD_ENV.items():
             mp.setenv(key, value)
-        run_train(logdir / "fresh", timeout=600)
+        run_train(logdir / "fresh")
     with serve(logdir, logdir.parent / "first_hour_server.log",
                lambda server: len(server.get_json("/data/plugin/attention_lab/runs")["runs"]) == 2,
                "--load_fast=true") as server:

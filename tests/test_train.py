@@ -263,14 +263,14 @@ def test_parallel_sweep_runs_jobs_in_parallel_processes(tmp_path: Path, single_t
 def test_headline_command_solves_its_task(tmp_path: Path, single_thread):
     """`python scripts/train.py model=multihead heads=3` reaches >= 0.99 val/seq_acc on its default task."""
     run_dir = tmp_path / "heads3"
-    run_train(run_dir, "model=multihead", "heads=3", f"max_steps={SOLVED_RUN_MAX_STEPS}", timeout=900)
+    run_train(run_dir, "model=multihead", "heads=3", f"max_steps={SOLVED_RUN_MAX_STEPS}")
     assert metrics_of(run_dir)["val/seq_acc"] >= SOLVED_AT
 
 
 @pytest.mark.slow  # 2 x 800 steps
 def test_mask_ablation_shows_that_causal_masking_cannot_reverse(tmp_path: Path, single_thread):
     sweep_dir = tmp_path / "ablation"
-    run_train(sweep_dir, "experiment=mask_ablation", multirun=True, timeout=1800)
+    run_train(sweep_dir, "experiment=mask_ablation", multirun=True)
     by_mask = {}
     for job in job_dirs(sweep_dir):
         (mask,) = [o.split("=", 1)[1] for o in overrides_of(job) if re.fullmatch(r"mask=\w+", o)]

@@ -65,7 +65,7 @@ def metrics(job: Path) -> dict:
 def test_attention_solves_recall_where_a_gated_convolution_of_the_same_width_does_not(tmp_path, single_thread):
     sweep = tmp_path / "zoology"
     run_train(sweep, "experiment=zoology", "model=multihead,conv", "d_model=32", "seed=1",
-              "~callbacks.attention_maps", "~callbacks.head_score_maps", multirun=True, timeout=900)
+              "~callbacks.attention_maps", "~callbacks.head_score_maps", multirun=True)
     attention, conv = metrics(sweep / "0"), metrics(sweep / "1")
     assert (attention["hparams"]["model"], conv["hparams"]["model"]) == ("multihead", "conv")
     assert attention["val/token_acc"] >= 0.9 and conv["val/token_acc"] <= 0.5, (attention, conv)
