@@ -224,7 +224,7 @@ def test_claim_is_atomic(tmp_path):
     """Of several claims of one run dir at the same moment, exactly one succeeds."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from attention_lab.run.run_dir import claim_run_dir
+    from attention_lab.run.run_info import claim_run_dir
 
     def claim(_):
         try:
