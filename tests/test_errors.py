@@ -136,7 +136,7 @@ IN_PROCESS_CASES = {
                                                       "ablation=[]"),
     "seed negative": (["seed=-1"], "seed=-1"),
     "heads removed": (["~heads"], "heads=null"),
-    # Sizes that cannot fit in memory (run/footprint.py's lower bounds): layers=200000 needs at least 110 GB (90 GB
+    # Sizes that cannot fit in memory (run/preflight.py's lower bounds): layers=200000 needs at least 110 GB (90 GB
     # of it the model's, on a GPU), d_model=1000000 384 TB, 2e9 examples 256 GB.
     "layers that cannot fit": (["layers=200000"], "layers=200000 is invalid"),
     "d_model that cannot fit": (["d_model=1000000"], "d_model=1000000 is invalid"),
