@@ -42,7 +42,7 @@ def tensorboard_argv(logdir: Path, flags: list[str]) -> list[str]:
 def newest_sweep(outputs: Path) -> Path | None:
     """The sweep dir under ``outputs`` whose record (Hydra's multirun.yaml) changed last; None when there is none.
     A sweep's own dirs are not searched further."""
-    from attention_lab.run.files import MULTIRUN_RECORD
+    from attention_lab.files import MULTIRUN_RECORD
 
     found: list[Path] = []
     for folder, dirs, files in os.walk(outputs):

@@ -112,10 +112,9 @@ def check_command_line(argv: list[str], config_dir: Path = CONFIG_DIR) -> None:
     from hydra.types import RunMode
 
     from attention_lab.checks import validate
-    from attention_lab.run.compose_api import hydra_compose_api
-    from attention_lab.run.knob_types import check_knob_types
-    from attention_lab.run.overrides import is_override
-    from attention_lab.run.preflight import check_single_run, check_sweep_job
+    from attention_lab.run.cli import check_knob_types
+    from attention_lab.run.overrides import hydra_compose_api, is_override
+    from attention_lab.run.preflight import check_single_run, check_sweep_job, checked_resume
     from attention_lab.run.sweep_jobs import sweep_job_configs
 
     overrides = [arg for arg in argv if is_override(arg)]
@@ -128,7 +127,9 @@ def check_command_line(argv: list[str], config_dir: Path = CONFIG_DIR) -> None:
         if cfg.hydra.mode == RunMode.MULTIRUN:  # a preset such as hparams_search=optuna makes it a sweep
             sweep_job_configs(overrides, "train", check_sweep_job, validate)
             return
-        check_single_run(cfg, "train")
+        check_single_run(cfg)
+        if cfg.get("resume"):  # the resumed run's config: composed and checked by the task function
+            checked_resume(str(cfg.resume), overrides, "train", config_dir)
 
 
 def script_env() -> dict[str, str]:

@@ -8,6 +8,7 @@ stay for the life of a process, so each count runs in a process of its own. The 
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from conftest import CONFIG_DIR, QUIET, ROOT, TRAIN, script_env
+from conftest import CONFIG_DIR, QUIET, ROOT, TRAIN, run_script, script_env
 
 # Runs a script with an audit hook that counts opens of one file; prints the count on a line of stderr.
 COUNTER = textwrap.dedent("""
@@ -85,6 +86,23 @@ def test_a_run_composes_as_often_as_hydra_alone(tmp_path, reference_app, overrid
     hydra_alone = count_opens(entry, app, *overrides, f"hydra.run.dir={tmp_path / 'reference'}")
     assert hydra_alone > 0
     assert lab == hydra_alone
+
+
+def test_a_resume_composes_its_record_once(tmp_path, reference_app):
+    """A resume composes what Hydra composes for its command line, then its record's config once (the run's
+    config, its group choices alone, the config it was first trained with: 3), in the task function, and not again
+    in the checks of the command line. One more open reads the entry config as data: the classes the project's
+    config files name, which a record may instantiate."""
+    app, entry = reference_app
+    run_dir = tmp_path / "run"
+    run_script(TRAIN, *TINY_RUN, f"hydra.run.dir={run_dir}", check=True)
+    resume = [f"resume={run_dir}", "max_steps=3"]
+    opens, stderr = opens_and_stderr(CONFIG_DIR / "train.yaml", TRAIN, *resume)
+    info = json.loads((run_dir / "run_info.json").read_text())
+    assert (info["status"], info["attempts"]) == ("ok", 2), stderr[-3000:]
+    hydra_alone = count_opens(entry, app, *resume, f"hydra.run.dir={tmp_path / 'reference'}")
+    assert hydra_alone > 0
+    assert opens == hydra_alone + 3 + 1
 
 
 def argv_writes(path: Path) -> list[int]:

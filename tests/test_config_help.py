@@ -63,7 +63,7 @@ def test_the_docs_groups_table_lists_every_group_with_every_option():
     from hydra import compose
 
     from attention_lab.config_help import search_path_options, user_groups
-    from attention_lab.run.compose_api import hydra_compose_api
+    from attention_lab.run.overrides import hydra_compose_api
     from conftest import CONFIG_DIR
 
     with hydra_compose_api(CONFIG_DIR):

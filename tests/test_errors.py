@@ -136,7 +136,7 @@ IN_PROCESS_CASES = {
                                                       "ablation=[]"),
     "seed negative": (["seed=-1"], "seed=-1"),
     "heads removed": (["~heads"], "heads=null"),
-    # Sizes that cannot fit in memory (run/footprint.py's lower bounds): layers=200000 needs at least 110 GB (90 GB
+    # Sizes that cannot fit in memory (run/preflight.py's lower bounds): layers=200000 needs at least 110 GB (90 GB
     # of it the model's, on a GPU), d_model=1000000 384 TB, 2e9 examples 256 GB.
     "layers that cannot fit": (["layers=200000"], "layers=200000 is invalid"),
     "d_model that cannot fit": (["d_model=1000000"], "d_model=1000000 is invalid"),
@@ -224,7 +224,7 @@ def test_claim_is_atomic(tmp_path):
     """Of several claims of one run dir at the same moment, exactly one succeeds."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from attention_lab.run.run_dir import claim_run_dir
+    from attention_lab.run.run_info import claim_run_dir
 
     def claim(_):
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from attention_lab.checks import validate
-from attention_lab.run.compose_api import hydra_compose_api
+from attention_lab.run.overrides import hydra_compose_api
 from attention_lab.run.sweep_jobs import sweep_job_configs
 from conftest import CONFIG_DIR, run_train
 

@@ -97,7 +97,7 @@ def metrics_of(run_dir: Path) -> dict:
 
 @pytest.mark.parametrize("preset", [["device=cuda"], ["trainer=gpu"]], ids=["device_cuda", "trainer_gpu"])
 def test_a_short_run_trains_on_cuda(tmp_path: Path, preset: list[str]):
-    """Both settings are refused before training where CUDA is missing (run/device.py): a run that trained
+    """Both settings are refused before training where CUDA is missing (run/preflight.py): a run that trained
     ran on the GPU."""
     run_dir = tmp_path / "run"
     run_train_process(run_dir, *preset, *SHORT)

@@ -22,7 +22,7 @@ from attention_lab.attention.declared import declared_variants
 from attention_lab.config import SCHEMA_SUFFIX, ModelConfig, TrainConfig, knob_names, typed
 from attention_lab.config_help import GROUPS, help_sections, search_path_options, user_groups
 from attention_lab.data.tasks import TASK_REGISTRY
-from attention_lab.run.compose_api import hydra_compose_api
+from attention_lab.run.overrides import hydra_compose_api
 from conftest import CONFIG_DIR, TRAIN, compose_config, run_script
 
 MAX_LINES = 60  # one screen and a little: the whole config is `--cfg job`

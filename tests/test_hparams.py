@@ -12,7 +12,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
-from attention_lab.run.files import tensorboard_dir
+from attention_lab.files import tensorboard_dir
 from conftest import run_train
 
 TINY = ["max_steps=6", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=3",

@@ -12,7 +12,7 @@ from tensorboard.plugins.custom_scalar import metadata as layout_metadata
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from attention_lab.callbacks.scalars_layout import CATEGORY
-from attention_lab.run.files import tensorboard_dir
+from attention_lab.files import tensorboard_dir
 from attention_lab.tensorboard_logger import tensorboard_tag
 from attention_lab.train import hparams_metrics
 from conftest import run_train

@@ -1,13 +1,13 @@
 """A top-level knob of the wrong type is refused from the command line alone, with the line Hydra's composition
-would have led to (attention_lab.run.knob_types)."""
+would have led to (attention_lab.run.cli)."""
 
 from __future__ import annotations
 
 import pytest
 from omegaconf.errors import ValidationError
 
+from attention_lab.run.cli import check_knob_types
 from attention_lab.run.describe import describe
-from attention_lab.run.knob_types import check_knob_types
 from conftest import compose_config
 
 WRONG_TYPES = ["heads=two", "d_model=wide", "mask=diagonal", "position=abc", "device=tpu", "heads=null", "lr=fast",

@@ -13,7 +13,7 @@ from attention_lab.data.corpus import PAD_ID, Vocabulary, read_sentences
 from attention_lab.data.tasks import build_task
 from attention_lab.data.tasks.mqar import gap_weights
 from attention_lab.errors import ConfigError
-from attention_lab.run.compose_api import hydra_compose_api
+from attention_lab.run.overrides import hydra_compose_api
 from attention_lab.run.sweep_jobs import sweep_job_configs
 from conftest import CONFIG_DIR
 

@@ -142,15 +142,14 @@ def test_a_record_moves_no_write_location(tmp_path, outside, name):
 @pytest.mark.parametrize("name", sorted(ESCAPES))
 def test_every_run_writes_only_into_its_own_dir(tmp_path, outside, name):
     """Checked on the built loggers and callbacks, before training: a fresh run's own settings too."""
-    from attention_lab.run.context import RunContext
     from attention_lab.run.signals import StopSignals
-    from attention_lab.train import train
+    from attention_lab.train import RunContext, train
 
     setting, overrides = escape(name, outside)
     run_dir = tmp_path / "run"
     cfg = compose_config([f"paths.output_dir={run_dir}", "trainer.val_check_interval=1", *TINY, *overrides])
     with StopSignals() as stop, pytest.raises(ConfigError, match=f"{setting} is invalid: .*{CONTAINED}"):
-        train(cfg, stop, RunContext(name="escape", run_dir=run_dir))
+        train(cfg, RunContext(stop=stop, accelerator="cpu", name="escape", run_dir=run_dir))
     assert sorted(outside.iterdir()) == [outside / "secret.txt"], "a run wrote outside its dir"
 
 

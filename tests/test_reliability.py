@@ -185,7 +185,7 @@ def logged_tags(run_dir: Path) -> set[str]:
     """The scalar tags in a run's TensorBoard events."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from attention_lab.run.files import tensorboard_dir
+    from attention_lab.files import tensorboard_dir
 
     return set(EventAccumulator(str(tensorboard_dir(run_dir))).Reload().Tags()["scalars"])
 

@@ -30,7 +30,7 @@ def tensorboard_steps(run_dir: Path, metric: str = "train/loss") -> list[list[in
     order."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-    from attention_lab.run.files import tensorboard_dir
+    from attention_lab.files import tensorboard_dir
     from attention_lab.tensorboard_logger import tensorboard_tag
 
     tag = tensorboard_tag(metric)
@@ -96,7 +96,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
 
 def test_finished_run_is_not_resumed_by_accident(tmp_path):
     from attention_lab.errors import ConfigError
-    from attention_lab.run.compose_api import hydra_compose_api
+    from attention_lab.run.overrides import hydra_compose_api
     from attention_lab.run.resume import plan_resume
 
     run_dir = tmp_path / "run"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from attention_lab.callbacks.run_end_note import shown_path
 from attention_lab.data.probe import EXAMPLE_TEXT
-from attention_lab.run.next_commands import ATTENTION_TAB, tensorboard_command, visualize_command
+from attention_lab.run.sweep_summary import ATTENTION_TAB, tensorboard_command, visualize_command
 from conftest import QUIET, ROOT, TRAIN, run_train, script_env, signal_when
 
 TINY = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=3", "~callbacks.attention_maps",

@@ -1,5 +1,5 @@
 """The garbage collector is paused while a run starts and resumes, with the start-up's objects frozen, when
-training begins (attention_lab.run.startup_gc)."""
+training begins (attention_lab.startup_gc)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from attention_lab.run import startup_gc
+from attention_lab import startup_gc
 
 
 @pytest.fixture

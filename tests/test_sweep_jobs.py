@@ -10,7 +10,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from attention_lab.errors import ConfigError
-from attention_lab.run.compose_api import hydra_compose_api
+from attention_lab.run.overrides import hydra_compose_api
 from attention_lab.run.sweep_jobs import fold_jobs, planned_jobs, sweep_job_configs
 from conftest import CONFIG_DIR, QUIET, TRAIN, check_command_line, run_script, run_train
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import IMAGES, EventAccumulator
 
-from attention_lab.run.files import tensorboard_dir
+from attention_lab.files import tensorboard_dir
 from conftest import ROOT, run_script, run_train
 from tab_runs import write_run
 from tb_server import TensorBoard, serve

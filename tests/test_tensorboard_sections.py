@@ -13,8 +13,8 @@ from tensorboard.backend.event_processing import data_provider, plugin_event_mul
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from attention_lab.callbacks.log_schedule import logged_steps
+from attention_lab.files import tensorboard_dir
 from attention_lab.head_metrics import HeadMetric
-from attention_lab.run.files import tensorboard_dir
 from attention_lab.tensorboard_logger import LEARNING_CURVES, SECTION, tensorboard_tag
 from attention_lab.tensorboard_plugin.declared import DeclaredSizes
 from attention_lab.tensorboard_plugin.run_data import Source

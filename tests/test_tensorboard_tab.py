@@ -245,7 +245,7 @@ def write_config(run_dir: Path, task: dict) -> None:
     """The run's saved config, as Hydra saves it (only the task: what the tab reads)."""
     from omegaconf import OmegaConf
 
-    from attention_lab.run.files import SAVED_CONFIG
+    from attention_lab.files import SAVED_CONFIG
 
     (run_dir / SAVED_CONFIG).parent.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(OmegaConf.create({"task": task}), run_dir / SAVED_CONFIG)

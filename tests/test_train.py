@@ -14,8 +14,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from attention_lab.config import register_configs
+from attention_lab.files import tensorboard_dir
 from attention_lab.head_scores import HEAD_SCORE_KINDS
-from attention_lab.run.files import tensorboard_dir
 from attention_lab.tensorboard_logger import tensorboard_tag
 from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, compose_config, run_train
 

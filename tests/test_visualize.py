@@ -17,7 +17,7 @@ from attention_lab.review.cli import ReviewError
 from attention_lab.review.grid import DPI, grid_figsize, grid_figure
 from attention_lab.review.maps import compute_maps, find_run, load_module, prepare_words
 from attention_lab.review.visualize import unique_stem, visualize
-from attention_lab.run.next_commands import visualize_command
+from attention_lab.run.sweep_summary import visualize_command
 from conftest import ROOT, run_script, script_env, unwritable_out
 
 VISUALIZE = ROOT / "scripts" / "visualize.py"
@@ -170,7 +170,7 @@ def test_visualize_script_writes_png_html_and_tensorboard(tiny_trained_run, tmp_
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from attention_lab.run.files import tensorboard_dir
+    from attention_lab.files import tensorboard_dir
 
     events = EventAccumulator(str(tensorboard_dir(run)), size_guidance={"images": 0})
     events.Reload()

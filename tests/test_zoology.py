@@ -14,7 +14,7 @@ from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import Vocabulary, read_sentences, tokenize
 from attention_lab.data.tasks import build_task
 from attention_lab.errors import ConfigError
-from attention_lab.run.compose_api import hydra_compose_api
+from attention_lab.run.overrides import hydra_compose_api
 from attention_lab.run.sweep_jobs import sweep_job_configs
 from conftest import CONFIG_DIR, run_train
 

@@ -1,5 +1,6 @@
 """Instantiate -> fit -> measure the final metrics once more. The config was checked before this runs
-(:mod:`attention_lab.run.preflight`) and failures are handled around it (:mod:`attention_lab.run.task`)."""
+(:mod:`attention_lab.run.preflight`) and failures are handled around it (:mod:`attention_lab.run.task`), which
+hands ``train()`` what the run decided in a :class:`RunContext`: nothing here imports from ``run/``."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import inspect
 import logging
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 import lightning as L
@@ -21,6 +23,7 @@ from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf, read_write
 
+from attention_lab import startup_gc
 from attention_lab.callbacks.findings import Findings
 from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
@@ -33,15 +36,27 @@ from attention_lab.config import Mask, Position
 from attention_lab.data.probe import example_text
 from attention_lab.epochs_from_steps import epochs_for_steps
 from attention_lab.errors import TrainingInterrupted
+from attention_lab.files import METRICS, write_json
 from attention_lab.index_tags import is_index_tag
-from attention_lab.run import startup_gc
-from attention_lab.run.context import RunContext
-from attention_lab.run.device import resolve_accelerator
-from attention_lab.run.files import METRICS, write_json
-from attention_lab.run.signals import StopSignals
-from attention_lab.run.writes import check_writes
+from attention_lab.writes import check_writes
+
+if TYPE_CHECKING:  # the type only: train() is handed the object, and imports nothing from run/
+    from attention_lab.run.signals import StopSignals
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the run decided beside the config it was given (the config is input and stays as composed): built by
+    :class:`attention_lab.run.task.RunTask` and handed to :func:`train`."""
+
+    stop: StopSignals  # the signals that stop the run (SIGINT, SIGTERM), installed for as long as it runs
+    accelerator: str  # Lightning's accelerator, resolved from the ``device`` knob by the checks (run/preflight.py)
+    name: str = ""  # the run's overrides (attention_lab.run.overrides.run_name): its TensorBoard run, its map titles
+    shown_hparams: tuple[str, ...] = ()  # what a sweep job's sweep varies: HParams columns beside every knob
+    resume_from: Path | None = None  # the run dir whose checkpoints this run continues from; None = from step 0
+    run_dir: Path | None = None  # the run's own dir (Hydra's output dir), the only place it writes; None = paths.output_dir
 
 
 def resolved(cfg: DictConfig) -> DictConfig:
@@ -151,9 +166,10 @@ def quiet_console() -> None:
         warnings.simplefilter("ignore", PossibleUserWarning)
 
 
-def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, Any]:
-    """Train one run in ``cfg.paths.output_dir`` (``context``: what the run decided: its name, its HParams columns,
-    the checkpoints it continues from); writes and returns its final metrics."""
+def train(cfg: DictConfig, context: RunContext) -> dict[str, Any]:
+    """Train one run in ``cfg.paths.output_dir`` (``context``: what the run decided: its signals, its accelerator,
+    its name, its HParams columns, the checkpoints it continues from); writes and returns its final metrics."""
+    stop = context.stop
     quiet_console()
     cfg = resolved(cfg)
     output_dir = Path(cfg.paths.output_dir)
@@ -181,10 +197,9 @@ def train(cfg: DictConfig, stop: StopSignals, context: RunContext) -> dict[str, 
     callbacks = [*configured.values(), graceful, StopOnNonFiniteLoss(), RngState(), solved, LastCheckpoint(), end_note]
     if cfg.trainer.get("enable_progress_bar") is False:  # quiet logs: drop the configured bar too
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
-    accelerator = resolve_accelerator(getattr(cfg.device, "value", cfg.device), cfg.trainer.get("accelerator"))
     checkpoint = resume_checkpoint(context.resume_from) if context.resume_from is not None else None
     max_epochs = epochs_for_steps(cfg.trainer, len(datamodule.train_dataloader()), resuming=checkpoint is not None)
-    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, accelerator=accelerator, callbacks=callbacks,
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, accelerator=context.accelerator, callbacks=callbacks,
                                                  logger=list(loggers.values()) or False,
                                                  plugins=[AtomicCheckpointIO()],
                                                  **({"max_epochs": max_epochs} if max_epochs else {}))

@@ -17,8 +17,8 @@ from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 
 from attention_lab.callbacks.steps_to_solve import StopWhenSolved
 from attention_lab.data.probe import EXAMPLE_TEXT
-from attention_lab.run.next_commands import shown_path, tensorboard_line, visualize_command
 from attention_lab.run.signals import StopSignals
+from attention_lab.run.sweep_summary import shown_path, tensorboard_line, visualize_command
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from attention_lab.files import replace_atomically
 from attention_lab.review.escape import console
-from attention_lab.run.files import replace_atomically
 
 
 class ReviewError(ValueError):

@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attention_lab.review.attention_maps import AttentionMaps
-from attention_lab.review.cli import ReviewError
-from attention_lab.run.files import (
+from attention_lab.files import (
     BEST_CHECKPOINT,
     CHECKPOINT_SUFFIX,
     CHECKPOINTS,
@@ -27,6 +25,8 @@ from attention_lab.run.files import (
     UnreadableRecord,
     read_yaml_record,
 )
+from attention_lab.review.attention_maps import AttentionMaps
+from attention_lab.review.cli import ReviewError
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
+from attention_lab.files import MULTIRUN_RECORD
 from attention_lab.review.bundle import BundleError, bundle
 from attention_lab.review.cli import ReviewError, output_dir, written_text
-from attention_lab.run.contained import escaping_link
-from attention_lab.run.files import MULTIRUN_RECORD
+from attention_lab.run.resume import escaping_link
 
 # Numbers (weights of every step) a snapshot holds: some 30 MB of page, far above a lab run's (a default run logs
 # a few dozen steps of 2 layers x 4 heads x 8 x 8 words) and still a page a browser opens.

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attention_lab.files import METRICS, MULTIRUN_RECORD, RUN_INFO, SAVED_CONFIG, SAVED_OVERRIDES, SUMMARY
 from attention_lab.head_metrics import HeadMetric
 from attention_lab.index_tags import is_index_tag
 from attention_lab.review.cli import ReviewError
@@ -43,7 +44,6 @@ from attention_lab.review.records import (
     strings,
     text,
 )
-from attention_lab.run.files import METRICS, MULTIRUN_RECORD, RUN_INFO, SAVED_CONFIG, SAVED_OVERRIDES, SUMMARY
 from attention_lab.run.run_info import RunInfo, RunStatus, parse
 
 # What run_info.json and the summary hold (a run claiming its dir, "starting", is shown as running).

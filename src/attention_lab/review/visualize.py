@@ -15,14 +15,14 @@ from omegaconf.errors import OmegaConfBaseException
 from attention_lab.data.probe import EXAMPLE_TEXT, task_probe
 from attention_lab.data.tasks import task_head_score_kind
 from attention_lab.errors import ConfigError
+from attention_lab.files import METRICS, read_json, tensorboard_dir
 from attention_lab.head_metrics import best_head, score_grid
 from attention_lab.review.attention_maps import AttentionMaps
 from attention_lab.review.cli import ReviewError, output_dir, written
 from attention_lab.review.grid import grid_figure, save_grid_png
 from attention_lab.review.html_view import write_html
 from attention_lab.review.maps import RunFiles, compute_maps, describe_run, find_run, load_module
-from attention_lab.run.contained import escaping_link
-from attention_lab.run.files import METRICS, read_json, tensorboard_dir
+from attention_lab.run.resume import escaping_link
 
 log = logging.getLogger(__name__)
 

@@ -1,15 +1,31 @@
-"""The command line of scripts/train.py, handed to ``@hydra.main`` as it was typed.
+"""The command line of scripts/train.py, before and around Hydra: handed to ``@hydra.main`` as it was typed.
 
 Hydra composes the config; the lab's checks run on that composition in a Hydra callback, before anything is
-created (:class:`attention_lab.run.preflight.PreflightChecks`). A top-level knob of the wrong type is refused
-before Hydra starts (:mod:`attention_lab.run.knob_types`). Bad input ends in one ``error: ...`` line and exit
+created (:class:`attention_lab.run.preflight.PreflightChecks`). Bad input ends in one ``error: ...`` line and exit
 status 1 (``HYDRA_FULL_ERROR=1`` raises instead, with the traceback), Hydra's own composition errors included.
 ``resume=<sweep dir>`` is relaunched as the sweep's own command line. Ctrl-C outside a run exits 130.
+
+- A top-level knob of the wrong type (``heads=two``, ``mask=diagonal``) is refused before Hydra starts
+  (:func:`check_knob_types`). A knob's type belongs to the schema (:class:`attention_lab.config.TrainConfig`),
+  whatever the presets and groups set, so the command line alone decides it. ``@hydra.main`` composes the config
+  twice before the app sees it (once to read ``hydra.mode``, once for the run) and the first composition swallows
+  the error, so finding it here saves two compositions. The values are parsed by Hydra's own override grammar and
+  checked by OmegaConf's typed nodes, as Hydra's composition would; everything else (sweeps, groups, ``+``/``~``,
+  nested keys) is left to Hydra.
+- Tracebacks only when the user asked for them: scripts/train.py sets ``HYDRA_FULL_ERROR=1`` for Hydra itself, so
+  that Hydra hands its errors (a typo in an override, an unknown option) to the lab, which says them in one line,
+  instead of printing several. The user's own choice travels in :data:`USER_FULL_ERROR`, set once by
+  :func:`hand_errors_to_lab` and inherited by every process the run starts (sweep jobs, a resumed sweep's relaunch).
+- The console's log lines without control characters (:class:`ConsoleFormatter`; configs/hydra/default.yaml sets it
+  for Hydra's own lines and for the jobs'): they name a job's overrides and errors, which a resumed sweep reads from
+  its record, and a record must not send the terminal commands (an OSC sequence that sets its title, one that
+  rewrites the clipboard). See :func:`attention_lab.review.escape.console`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -18,10 +34,8 @@ from typing import Any, NoReturn
 
 from attention_lab.review.escape import console
 from attention_lab.run.describe import describe, expected_error
-from attention_lab.run.knob_types import check_knob_types
 from attention_lab.run.overrides import is_override
-from attention_lab.run.startup_gc import pause
-from attention_lab.run.tracebacks import full_error_requested, hand_errors_to_lab
+from attention_lab.startup_gc import pause
 
 # Flags that print something and train nothing: Hydra answers them itself, without our checks.
 INFO_FLAGS = ("-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", "-sc", "--shell-completion",
@@ -53,7 +67,7 @@ def relaunch_resumed_sweep(argv: Sequence[str], sweep_dir: Path | None, config_d
         return
     if os.environ.get(RELAUNCHED_SWEEP) == str(sweep_dir) and ("-m" in argv or "--multirun" in argv):
         return
-    from attention_lab.run.run_dir import sweep_resume_lock
+    from attention_lab.run.run_info import sweep_resume_lock
     from attention_lab.run.sweep_resume import command_line, resume_value
 
     try:  # a second resume of the sweep is refused before it reads a record another one may be rewriting
@@ -71,7 +85,7 @@ def relaunch_resumed_sweep(argv: Sequence[str], sweep_dir: Path | None, config_d
 def resumed_sweep(argv: Sequence[str], sweep_dir: Path | None) -> Iterator[None]:
     """``resume=<sweep dir>`` (``sweep_dir``): the only resume of the sweep until its jobs have ended (see
     run_dir.sweep_resume_lock), and its multirun.yaml survives Hydra's rewrite of it (see sweep_resume.record_kept)."""
-    from attention_lab.run.run_dir import sweep_resume_lock
+    from attention_lab.run.run_info import sweep_resume_lock
     from attention_lab.run.sweep_resume import record_kept, resume_value
 
     if sweep_dir is None:
@@ -85,7 +99,7 @@ def resumed_sweep(argv: Sequence[str], sweep_dir: Path | None) -> Iterator[None]
 def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:
     """Runs ``hydra_main`` (the ``@hydra.main`` function of ``script``) on this process's command line."""
     argv = sys.argv[1:]
-    pause()  # until training begins (attention_lab.run.startup_gc)
+    pause()  # until training begins (attention_lab.startup_gc)
     try:
         if any(arg.split("=")[0] in INFO_FLAGS for arg in argv):
             hydra_main()
@@ -109,3 +123,42 @@ def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:
         if isinstance(stop.code, str):
             sys.exit(console(stop.code))
         raise
+
+
+def check_knob_types(argv: Sequence[str]) -> None:
+    """Raises OmegaConf's ValidationError for a top-level knob typed with a value its schema field refuses."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+    from omegaconf import OmegaConf
+
+    from attention_lab.config import TrainConfig, knob_names
+
+    knobs = set(knob_names())
+    overrides = [o for o in OverridesParser.create().parse_overrides([a for a in argv if is_override(a)])
+                 if o.type is OverrideType.CHANGE and o.package is None and not o.is_sweep_override()
+                 and o.key_or_group in knobs]
+    if not overrides:
+        return
+    schema = OmegaConf.structured(TrainConfig)
+    for override in overrides:
+        schema[override.key_or_group] = override.value()
+
+
+HYDRA_FULL_ERROR = "HYDRA_FULL_ERROR"
+USER_FULL_ERROR = "ATTENTION_LAB_FULL_ERROR"
+
+
+def full_error_requested() -> bool:
+    """True when the user set HYDRA_FULL_ERROR=1 (outside scripts/train.py: HYDRA_FULL_ERROR as it is)."""
+    return os.environ.get(USER_FULL_ERROR, os.environ.get(HYDRA_FULL_ERROR)) == "1"
+
+
+def hand_errors_to_lab() -> None:
+    """Keep the user's choice, then let Hydra raise its errors instead of printing them."""
+    os.environ.setdefault(USER_FULL_ERROR, "1" if os.environ.get(HYDRA_FULL_ERROR) == "1" else "0")
+    os.environ[HYDRA_FULL_ERROR] = "1"
+
+
+class ConsoleFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return console(super().format(record))

@@ -1,6 +1,18 @@
-"""Command-line overrides as text: which arguments are overrides, and the key each one sets."""
+"""Command-line overrides as text (which arguments are overrides, the key each one sets, a run's name from them),
+and Hydra's Compose API around the project's configs outside a running Hydra app (:func:`hydra_compose_api`): the
+checks of ``resume=<sweep dir>`` before the sweep is relaunched (:mod:`.sweep_resume`), and configs composed
+in-process. (Inside the app, Hydra is initialised already: :mod:`.preflight` calls ``hydra.compose`` directly.)"""
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from attention_lab.config import register_configs
 
 
 def is_override(arg: str) -> bool:
@@ -25,3 +37,13 @@ def run_name(overrides: list[str], limit: int = 150) -> str:
     name = ",".join(kept).replace("/", "_")
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
+
+@contextlib.contextmanager
+def hydra_compose_api(config_dir: Path) -> Iterator[None]:
+    register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            yield
+    finally:
+        GlobalHydra.instance().clear()

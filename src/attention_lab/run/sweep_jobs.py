@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attention_lab.config import FROM_KNOBS
 from attention_lab.errors import ConfigError
-from attention_lab.run.files import MULTIRUN_RECORD, UnreadableRecord, read_yaml_record, recorded_overrides
+from attention_lab.files import MULTIRUN_RECORD, UnreadableRecord, read_yaml_record, recorded_overrides
 from attention_lab.run.overrides import override_key
 
 # The sweepers whose jobs are the product of the sweep's values, by their option name in hydra/sweeper.

@@ -14,6 +14,11 @@ The sweep dir is data, never code: its overrides are read as YAML and get the ch
 model and task unchanged) before the sweep is launched again: the relaunched process gets them, checked, as its
 command line, and each job that continues checks its own dir's record again. A resume may add only settings that
 say how long to train and where the jobs run.
+
+An Optuna sweep's study belongs to its sweep dir: the sweep's id is stamped on it when the sweep claims its dir
+(:func:`attention_lab.run.run_info.stamp_study`) and checked when it resumes (:func:`check_own_study`). A study
+copied from another sweep would mix two searches, a deleted one would silently start from nothing, and a corrupt one
+ends in a deep SQLAlchemy traceback: each is refused in one line before anything runs.
 """
 
 from __future__ import annotations
@@ -30,9 +35,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from attention_lab.errors import ConfigError
-from attention_lab.run import replay
-from attention_lab.run.contained import check_contained
-from attention_lab.run.files import (
+from attention_lab.files import (
     CHECKPOINTS,
     METRICS,
     MULTIRUN_RECORD,
@@ -45,8 +48,18 @@ from attention_lab.run.files import (
     recorded_overrides,
 )
 from attention_lab.run.overrides import override_key
-from attention_lab.run.resume import FURTHER_TRAINING, read_saved_overrides
-from attention_lab.run.run_info import RunInfo, RunStatus, parse
+from attention_lab.run.resume import (
+    CORPUS,
+    FURTHER_TRAINING,
+    allowed_targets,
+    check_config,
+    check_contained,
+    check_corpus,
+    check_overrides,
+    group_choices,
+    read_saved_overrides,
+)
+from attention_lab.run.run_info import SWEEP_ID, SWEEP_ID_ATTRIBUTE, RunInfo, RunStatus, parse
 
 # Settings of the sweep's own hydra overrides that a resume restores: where its jobs run, how many trials.
 RESTORED_HYDRA = ("hydra/launcher", "hydra.launcher.n_jobs", "hydra.sweeper.n_trials")
@@ -77,7 +90,7 @@ def read_record(sweep_dir: Path, setting: str) -> tuple[list[str], list[str]]:
         raise ConfigError(f"{setting} is invalid: {path} is not Hydra's record of a sweep")
     if not isinstance(task, list) or not isinstance(hydra, list) or not all(isinstance(o, str) for o in [*task, *hydra]):
         raise ConfigError(f"{setting} is invalid: {path} holds overrides that are not text")
-    keys = {o.input_line: o.key_or_group for o in replay.check_overrides([*task, *hydra], setting, path)}
+    keys = {o.input_line: o.key_or_group for o in check_overrides([*task, *hydra], setting, path)}
     for line in task:
         if keys[line].split(".")[0].split("/")[0] == "hydra":
             raise ConfigError(f"{setting} is invalid: {path} sets '{line}' among the jobs' overrides, which no "
@@ -112,8 +125,6 @@ def optuna_overrides(sweep_dir: Path, sweeper: Any, setting: str) -> list[str]:
     ``lab.job_subdir`` adds the offset). A seeded sampler gets another seed per resume: with the same one it
     would propose the same first trials again. Raises ConfigError for a study that is not the sweep's own, or a
     sweep with nothing left to run."""
-    from attention_lab.run.optuna_study import check_own_study
-
     numbers = [int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()]
     check_own_study(sweep_dir, sweeper, setting, trials_run=len(numbers))
     done = sum(parse(read_json(sweep_dir / str(n) / RUN_INFO))[0].status is RunStatus.OK for n in numbers)
@@ -138,14 +149,13 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
         return list(argv)
     from hydra import compose
 
-    from attention_lab.run.compose_api import hydra_compose_api
-    from attention_lab.run.overrides import is_override
+    from attention_lab.run.overrides import hydra_compose_api, is_override
     from attention_lab.run.sweep_jobs import sweep_variants
 
     setting, sweep_dir = f"resume={value}", Path(str(value)).expanduser().resolve()
     check_contained(sweep_dir, setting)
     check_room(sweep_dir, setting)
-    allowed = replay.allowed_targets(config_dir)
+    allowed = allowed_targets(config_dir)
     with hydra_compose_api(config_dir):
         task, hydra = read_record(sweep_dir, setting)
         added = added_overrides(argv, [*task, *hydra], setting)
@@ -155,10 +165,10 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
         named = {override_key(arg) for arg in argv if is_override(arg)}  # this command's own (repeated) settings
         for variant in sweep_variants(overrides):
             replayed = compose(config_name, overrides=variant, return_hydra_config=True)
-            baseline = compose(config_name, overrides=replay.group_choices(variant), return_hydra_config=True)
-            replay.check_config(replayed, baseline, allowed, setting)
-            if replay.CORPUS not in named:
-                replay.check_corpus(replayed, baseline, sweep_dir, setting)
+            baseline = compose(config_name, overrides=group_choices(variant), return_hydra_config=True)
+            check_config(replayed, baseline, allowed, setting)
+            if CORPUS not in named:
+                check_corpus(replayed, baseline, sweep_dir, setting)
         first = compose(config_name, overrides=sweep_variants(overrides)[0], return_hydra_config=True)
         if first.hydra.runtime.choices.get("hydra/sweeper") == "optuna":
             overrides += optuna_overrides(sweep_dir, first.hydra.sweeper, setting)
@@ -237,7 +247,7 @@ def same_job(saved: Sequence[str], planned: Sequence[str]) -> bool:
 
 def job_plan(job_dir: Path, planned: Sequence[str], metric_name: str) -> JobPlan:
     """Raises RunDirTaken when the job's dir holds another job's run."""
-    from attention_lab.run.run_dir import RunDirTaken
+    from attention_lab.run.run_info import RunDirTaken
 
     check_contained(job_dir.parent, f"resume={job_dir.parent}", only=job_dir.name)  # it may have changed since
     info = RunInfo.read(job_dir / RUN_INFO) or RunInfo()
@@ -265,3 +275,36 @@ def set_aside(job_dir: Path) -> None:
     for name in (TRACEBACK, CHECKPOINTS, "tensorboard"):
         if (job_dir / name).exists():
             shutil.move(str(job_dir / name), str(aside / name))
+
+
+def sqlite_path(storage: Any) -> Path | None:
+    """The file of a ``sqlite:///<path>`` storage; None for any other storage."""
+    prefix = "sqlite:///"
+    return Path(str(storage)[len(prefix):]) if str(storage).startswith(prefix) else None
+
+
+def check_own_study(sweep_dir: Path, sweeper: Any, setting: str, trials_run: int) -> None:
+    """Raises ConfigError unless the sweep's study can be continued: present (if trials ran), readable, its own."""
+    path = sqlite_path(sweeper.storage)
+    if path is None:
+        return  # a database server of the user's: its studies are the user's to manage
+    if not path.is_file():
+        if trials_run:
+            raise ConfigError(f"{setting} is invalid: its Optuna study {path.name} is missing, though {trials_run} "
+                              "trials ran; a resume continues a study and does not start an empty one (start a new "
+                              "sweep instead)")
+        return
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.load_study(study_name=str(sweeper.study_name), storage=str(sweeper.storage))
+        owner = study.user_attrs.get(SWEEP_ID_ATTRIBUTE)
+    except Exception as err:  # noqa: BLE001 - SQLAlchemy's and Optuna's errors alike: the file is not our study
+        raise ConfigError(f"{setting} is invalid: {path.name} is not a readable Optuna study with study_name="
+                          f"{sweeper.study_name} ({type(err).__name__})") from None
+    own = (sweep_dir / SWEEP_ID).read_text().strip() if (sweep_dir / SWEEP_ID).is_file() else None
+    if owner != own:
+        raise ConfigError(f"{setting} is invalid: its {path.name} holds the study of another sweep (stamped "
+                          f"{owner or 'by no sweep'}, this sweep is {own or 'unstamped'}); a resume continues only "
+                          "its own study")

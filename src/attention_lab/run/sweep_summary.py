@@ -1,7 +1,11 @@
 """``<sweep dir>/sweep_summary.json`` (and ``.csv``): one row per job, failed and interrupted ones included,
 rewritten after every job from the job dirs' run_info.json and metrics.json; ``folded`` lists the combinations of
-a product sweep that were folded into a job training the same run (from the sweeper's ``sweep_folds.json``). :class:`SweepSummary` is the
-Hydra callback that keeps it current and gives the sweep its exit status."""
+a product sweep that were folded into a job training the same run (from the sweeper's ``sweep_folds.json``).
+:class:`SweepSummary` is the Hydra callback that keeps it current and gives the sweep its exit status.
+
+The commands that open a finished run or sweep, as the console prints them (:func:`sweep_note`, and the run's end
+note, attention_lab.callbacks.run_end_note): one function per tool, so that a change of a tool's command line is
+one edit here."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import csv
 import fcntl
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,9 +26,8 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.review.escape import csv_cell
-from attention_lab.run.describe import describe
-from attention_lab.run.files import (
+from attention_lab.data.probe import EXAMPLE_TEXT
+from attention_lab.files import (
     FOLDS,
     METRICS,
     REFUSED,
@@ -35,9 +39,10 @@ from attention_lab.run.files import (
     secondary_process,
     write_json,
 )
-from attention_lab.run.next_commands import sweep_note
-from attention_lab.run.run_dir import now
-from attention_lab.run.run_info import ENDED_WITHOUT_RESULT, MalformedRunInfo, RunInfo, RunStatus, parse
+from attention_lab.review.escape import csv_cell
+from attention_lab.run.describe import describe
+from attention_lab.run.run_info import ENDED_WITHOUT_RESULT, MalformedRunInfo, RunInfo, RunStatus, now, parse
+from attention_lab.tensorboard_plugin import PLUGIN_NAME
 
 log = logging.getLogger(__name__)
 
@@ -179,3 +184,42 @@ class SweepSummary(Callback):
         if left:
             sys.exit(f"error: sweep finished with {tally(document)} (errors above and in {path / SUMMARY}); "
                      "the other jobs kept their results")
+
+
+# TensorBoard's page on its default port, opened on the attention tab (the fragment names the dashboard).
+ATTENTION_TAB = f"http://localhost:6006/#{PLUGIN_NAME}"
+
+
+def shown_path(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies below it (what a user typed), else absolute."""
+    absolute = path.resolve()
+    try:
+        return absolute.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return absolute
+
+
+def compare_command(sweep_dir: Path) -> str:
+    """The jobs of a sweep side by side: a table, and compare.png (scripts/compare.py)."""
+    return f"python scripts/compare.py {shlex.quote(str(sweep_dir))}"
+
+
+def sweep_note(sweep_dir: Path) -> str:
+    """The last lines of a sweep: the commands that open it."""
+    shown = shown_path(sweep_dir)
+    return f"next: {compare_command(shown)}\n      {tensorboard_command(shown)}"
+
+
+def tensorboard_command(run_dir: Path) -> str:
+    """TensorBoard on this run alone, every logged step kept (scripts/start_tensorboard.py)."""
+    return f"python scripts/start_tensorboard.py {shlex.quote(str(run_dir))}"
+
+
+def tensorboard_line(run_dir: Path) -> str:
+    """The command, and the tab to open once it runs (a shell comment: the line still pastes as a command)."""
+    return f"{tensorboard_command(run_dir)}   # then the attention tab: {ATTENTION_TAB}"
+
+
+def visualize_command(run_dir: Path, text: str = EXAMPLE_TEXT) -> str:
+    """Attention maps of any sentence through this run's model (scripts/visualize.py: the run dir, then --text)."""
+    return shlex.join(["python", "scripts/visualize.py", str(run_dir), "--text", text])

@@ -13,19 +13,14 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.errors import ConfigError, TrainingInterrupted
-from attention_lab.review.escape import console
-from attention_lab.run import resume as resuming
-from attention_lab.run import sweep_resume
-from attention_lab.run.context import RunContext
-from attention_lab.run.describe import describe, expected_error, unwritable
-from attention_lab.run.files import (
+from attention_lab.files import (
     CHECKPOINTS,
     LAST_CHECKPOINT,
     RUN_INFO,
@@ -36,13 +31,19 @@ from attention_lab.run.files import (
     save_yaml,
     secondary_process,
 )
+from attention_lab.review.escape import console
+from attention_lab.run import resume as resuming
+from attention_lab.run import sweep_resume
+from attention_lab.run.cli import full_error_requested
+from attention_lab.run.describe import describe, expected_error, unwritable
 from attention_lab.run.overrides import override_key, run_name
-from attention_lab.run.run_dir import RunDirBusy, RunDirLock, RunDirTaken, RunInfoWriter
-from attention_lab.run.run_info import RunInfo, RunStatus
+from attention_lab.run.run_info import RunDirBusy, RunDirLock, RunDirTaken, RunInfo, RunInfoWriter, RunStatus
 from attention_lab.run.signals import StopSignals
 from attention_lab.run.sweep_jobs import swept_keys
 from attention_lab.run.sweep_summary import record_refusal, write_summary
-from attention_lab.run.tracebacks import full_error_requested
+
+if TYPE_CHECKING:
+    pass
 
 
 def stderr(line: str) -> None:
@@ -51,16 +52,22 @@ def stderr(line: str) -> None:
     sys.stderr.flush()
 
 
-def resumed_config(resume: str) -> tuple[DictConfig, resuming.ResumePlan]:
-    """The config of the run being resumed (``resume``: its dir), a new one composed from its saved overrides.
-    Checked again now that this process holds the run dir's lock: the run dir is data, and it may have changed
-    since the command line was checked."""
-    from attention_lab.run.preflight import main_config_dir
+def resumed_config(resume: str) -> tuple[DictConfig, resuming.ResumePlan, str]:
+    """The config of the run being resumed (``resume``: its dir), a new one composed from its saved overrides, the
+    plan it was composed by, and the accelerator it trains on: composed once for the run, and checked whole before
+    anything in the dir changes (the command line's checks read the record and leave its composition to this)."""
+    from attention_lab.run.preflight import checked_resume, main_config_dir
 
     hydra_cfg = HydraConfig.get()
-    plan = resuming.plan_resume(resume, [str(o) for o in hydra_cfg.overrides.task])
-    config_dir = main_config_dir(hydra_cfg)
-    return resuming.compose_resumed(plan, hydra_cfg.job.config_name, config_dir), plan
+    return checked_resume(resume, [str(o) for o in hydra_cfg.overrides.task], hydra_cfg.job.config_name,
+                          main_config_dir(hydra_cfg))
+
+
+def record_unchanged(resume: str, plan: resuming.ResumePlan) -> bool:
+    """Whether the resumed run's record still holds what its config was composed from, read again now that this
+    process holds the run dir's lock (the run dir is data, and it may have changed since); raises ConfigError for
+    a record that can no longer be resumed (a run that finished meanwhile)."""
+    return resuming.plan_resume(resume, plan.extra).overrides == plan.overrides
 
 
 class RunTask:
@@ -99,24 +106,31 @@ class RunTask:
                     self.forget_refusal()  # its dir holds its own run (job_plan checked): a refusal was another's
                     stderr(f"{self.where}: ok, kept as it is")
                     return job.metric
+                resume = cfg.get("resume") if job is None else \
+                    str(self.run_dir) if job.action is sweep_resume.JobAction.CONTINUE else None
+                # resume=<run dir> (or a sweep's job that continues from its own dir): composed and checked before
+                # the lock, so that a refused resume changes nothing in the dir.
+                resumed = resumed_config(str(resume)) if resume else None
                 if self.lock is not None:
                     self.lock.acquire(f"resume={cfg.resume}" if cfg.get("resume") else f"hydra.run.dir={self.run_dir}")
                     self.claim_job_dir(job)
+                if job is not None and job.action is sweep_resume.JobAction.RESTART:
+                    self.restart(cfg)
                 plan = None
-                if job is None:
-                    resume = cfg.get("resume")
-                else:  # resume=<sweep dir>: a job that continues, continues from its own dir; the others anew
-                    resume = str(self.run_dir) if job.action is sweep_resume.JobAction.CONTINUE else None
-                    if job.action is sweep_resume.JobAction.RESTART:
-                        self.restart(cfg)
-                if resume:
-                    cfg, plan = resumed_config(str(resume))
-                    OmegaConf.set_readonly(cfg, True)  # as the config it replaces
-                elif self.multirun:  # the sweep checked its config rules; its data and machine: here, as the job runs
-                    from attention_lab.run.preflight import check_run
+                if resumed is not None:
+                    if not record_unchanged(str(resume), resumed[1]):
+                        resumed = resumed_config(str(resume))
+                    cfg, plan, accelerator = resumed
+                else:  # a single run was checked whole by the command line's checks, and its accelerator is
+                    # resolved again here (a Hydra callback hands nothing to the task); a sweep checked its jobs'
+                    # config rules, and each job's data and machine are checked here, as the job runs
+                    from attention_lab.run.preflight import accelerator_of, check_run
 
-                    check_run(cfg)
+                    accelerator = check_run(cfg) if self.multirun else accelerator_of(cfg)
+                from attention_lab.train import RunContext, train  # the heavy imports come after the checks
+
                 context = RunContext(
+                    stop=stop, accelerator=accelerator,
                     # A resumed run keeps the name its first attempt had: the same TensorBoard run, continued.
                     name=run_name(plan.saved if plan else self.overrides),
                     # HParams columns beside every knob: what the sweep varies (a single run: none more).
@@ -128,9 +142,7 @@ class RunTask:
                                        resume=bool(plan) or job is not None)  # a resumed sweep's job: attempts go on
                 if plan is not None and self.lock is not None:
                     resuming.record(plan, cfg)
-                from attention_lab.train import train  # the heavy imports come after the checks
-
-                metrics = train(cfg, stop, context)
+                metrics = train(cfg, context)
             except BaseException as err:  # noqa: BLE001 - every way out is recorded
                 return self.fail(err, stop)
             finally:

@@ -96,8 +96,8 @@ class SentenceModels:
     def files_of(self, run: str):
         """The run's files and the key of its checkpoint; the checkpoint and config must lie inside the logdir
         (a link out of it is refused as a run folder outside it is)."""
+        from attention_lab.files import SAVED_CONFIG
         from attention_lab.review.maps import find_run
-        from attention_lab.run.files import SAVED_CONFIG
 
         run_dir = run_dir_of(self.logdir, run)
         root = Path(self.logdir).expanduser().resolve()

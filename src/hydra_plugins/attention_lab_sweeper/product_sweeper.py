@@ -54,7 +54,7 @@ class ProductSweeper(Sweeper):
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
-        from attention_lab.run.files import FOLDS, MULTIRUN_RECORD, write_json
+        from attention_lab.files import FOLDS, MULTIRUN_RECORD, write_json
         from attention_lab.run.sweep_jobs import fold_jobs, params_arguments, planned_jobs, what_it_trains
 
         assert self.hydra_context is not None and self.config is not None and self.launcher is not None
