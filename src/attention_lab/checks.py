@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterator
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -31,7 +30,7 @@ from attention_lab.attention.arguments import (
     check_smeared_keys,
     check_window,
 )
-from attention_lab.attention.declared import VariantFacts, declared_variants
+from attention_lab.attention.declared import NamesWhere, VariantFacts, declared_variants
 from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.config import ALL_MASKS, Mask, Position, TaskConfig, block_heads, setting_name
 from attention_lab.data.corpus import tokenize
@@ -105,17 +104,6 @@ def layer_variants(cfg: DictConfig, variant: VariantFacts) -> list[tuple[str, Va
                           "layer of a stack has as many heads (the maps are layers x heads); use heads=1 or a "
                           "multi-head variant")
     return list(found.values())
-
-
-class NamesWhere:
-    """The variants that declare ``fact`` true (or for which a rule, ``fact(variant)``, holds), read when an error
-    message lists them (reading every variant's source costs more than the checks themselves)."""
-
-    def __init__(self, fact: str | Callable[[VariantFacts], bool]) -> None:
-        self.holds = fact if callable(fact) else lambda variant: getattr(variant, fact)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted(name for name, variant in declared_variants().items() if self.holds(variant)))
 
 
 def variant_error(err: AttentionArgumentError, variant: VariantFacts, setting: str = "", who: str = "") -> ConfigError:

@@ -8,16 +8,16 @@ Mask conventions follow the PyTorch arguments of the same name: ``attend(mask=..
 ``F.scaled_dot_product_attention``'s boolean ``attn_mask`` (True = may attend);
 ``key_padding_mask`` is like ``nn.MultiheadAttention``'s (True = padding, ignored).
 
-The names below import every module of this package on first use (a new variant is one file with a class
-decorated by ``@register("name")``). Importing the package itself imports no torch, so the config checks read
-the torch-free modules (:mod:`.declared`, :mod:`.arguments`, :mod:`.errors`, :mod:`.positions`) in a fraction of
-torch's start-up time (PEP 562 module ``__getattr__``).
+A new variant is one file with a class decorated by ``@register("name")``: the registry reads the names from
+the sources and imports a variant's module when its class is first used, so a run imports the variants it builds.
+Importing the package itself imports no torch, so the config checks read the torch-free modules
+(:mod:`.declared`, :mod:`.arguments`, :mod:`.errors`, :mod:`.positions`) in a fraction of torch's start-up time
+(PEP 562 module ``__getattr__``).
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from typing import Any
 
 # public name -> the module that defines it
@@ -32,18 +32,10 @@ EXPORTS = {
 }
 
 
-def import_all_modules() -> None:
-    """Import every module of the package: importing a variant's module registers it."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
-
-
 def __getattr__(name: str) -> Any:
-    if name == "VARIANTS":
-        import_all_modules()
+    if name == "VARIANTS":  # the registered names, read from the sources: no variant is imported
         return tuple(sorted(importlib.import_module(f"{__name__}.registry").ATTENTION_REGISTRY))
     if name in EXPORTS:
-        import_all_modules()
         return getattr(importlib.import_module(f"{__name__}.{EXPORTS[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

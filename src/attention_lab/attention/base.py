@@ -13,7 +13,6 @@ from attention_lab.attention.hooks import HookPoint
 from attention_lab.attention.masks import padding_to_attn_mask
 from attention_lab.attention.positions import INSIDE_ATTENTION
 from attention_lab.attention.rope import apply_rope
-from attention_lab.attention.smeared_keys import SmearedKeys
 
 
 def check_key_padding_mask(key_padding_mask: Tensor, source: Tensor) -> None:
@@ -84,7 +83,11 @@ class AttentionModule(nn.Module):
         self.hook_scores, self.hook_weights, self.hook_head_output = HookPoint(), HookPoint(), HookPoint()
         # Each key mixed with the previous one (Olsson et al.'s smeared keys); build_attention admits it only for
         # variants with learned keys on the queries' own sequence (arguments.accepts_smeared_keys).
-        self.smeared_keys = SmearedKeys(self.kv_heads) if smeared_keys else None
+        self.smeared_keys = None
+        if smeared_keys:
+            from attention_lab.attention.smeared_keys import SmearedKeys  # imported by the models that use it
+
+            self.smeared_keys = SmearedKeys(self.kv_heads)
 
     @property
     def weights_hooked(self) -> bool:

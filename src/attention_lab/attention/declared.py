@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -141,3 +142,15 @@ def declared_variants(package_dir: Path = PACKAGE_DIR, only: str | None = None) 
                                         f"declare {', '.join(missing)} in its class body or a base class in the package")
         variants[name] = VariantFacts(name, **values)
     return variants
+
+
+class NamesWhere:
+    """The variants that declare ``fact`` true (or for which a rule, ``fact(variant)``, holds), read when an error
+    message lists them (reading every variant's source costs more than the checks themselves, and importing every
+    variant to ask its class far more)."""
+
+    def __init__(self, fact: str | Callable[[VariantFacts], bool]) -> None:
+        self.holds = fact if callable(fact) else lambda variant: getattr(variant, fact)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(name for name, variant in declared_variants().items() if self.holds(variant)))

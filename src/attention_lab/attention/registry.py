@@ -1,8 +1,11 @@
-"""Config names -> attention classes, and the one public constructor."""
+"""Config names -> attention classes, and the one public constructor. The registry knows every variant's name from
+the package's sources and imports a variant's module when its class is first used (:mod:`attention_lab.lazy_registry`):
+a run imports the variants it builds, not all of them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from attention_lab.attention.arguments import (
@@ -20,9 +23,12 @@ from attention_lab.attention.arguments import (
     check_window,
 )
 from attention_lab.attention.base import AttentionModule
+from attention_lab.attention.declared import NamesWhere
 from attention_lab.attention.errors import AttentionArgumentError
+from attention_lab.lazy_registry import LazyRegistry
 
-ATTENTION_REGISTRY: dict[str, type[AttentionModule]] = {}
+ATTENTION_REGISTRY: LazyRegistry[type[AttentionModule]] = LazyRegistry(
+    "attention_lab.attention", Path(__file__).resolve().parent, "register")
 T = TypeVar("T", bound=type[AttentionModule])
 DECLARED = ("takes_source", "multi_head", "grouped_kv", "projects")
 
@@ -34,7 +40,7 @@ def register(name: str) -> Callable[[T], T]:
         missing = [attr for attr in DECLARED if not isinstance(getattr(cls, attr, None), bool)]
         if missing:
             raise TypeError(f"attention variant '{name}' ({cls.__name__}) must declare {', '.join(missing)} as bool")
-        ATTENTION_REGISTRY[name] = cls
+        ATTENTION_REGISTRY.add(name, cls)
         return cls
 
     return decorator
@@ -82,14 +88,12 @@ def build_attention(
     check_flag("causal", causal)
     check_window(window)
     check_heads(name, cls, num_heads, kv_heads,
-                multi_head_variants=sorted(n for n, c in ATTENTION_REGISTRY.items() if c.multi_head),
-                grouped_variants=sorted(n for n, c in ATTENTION_REGISTRY.items() if c.grouped_kv))
+                multi_head_variants=NamesWhere("multi_head"), grouped_variants=NamesWhere("grouped_kv"))
     check_position(name, cls, position)
     check_rejected(name, cls, window=window, dropout=dropout)
     check_options(name, cls, options)
     check_causal_only(name, cls, causal)
-    check_smeared_keys(name, cls, smeared_keys, sorted(n for n, c in ATTENTION_REGISTRY.items()
-                                                       if accepts_smeared_keys(c)))
+    check_smeared_keys(name, cls, smeared_keys, NamesWhere(accepts_smeared_keys))
     module = cls(
         d_in, d_out, num_heads=num_heads, kv_heads=kv_heads, d_v=d_v, qkv_bias=qkv_bias,
         dropout=dropout, causal=causal, window=window, position=position, smeared_keys=smeared_keys, **options,

@@ -16,7 +16,6 @@ import lightning as L
 from attention_lab.ablation import Batch
 from attention_lab.callbacks.validation_pass import ValidationPass
 from attention_lab.data.tasks import build_task
-from attention_lab.patching import patch_heads, patched_layers
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +35,20 @@ class ActivationPatching(ValidationPass):
         count)."""
         if not self.enabled:
             return False
-        reason = (f"task={self.task.name} has no corruption to patch from" if not self.task.has_corruption() else
-                  None if patched_layers(pl_module) else
-                  f"the {pl_module.config.name} variant has no heads with weights of their own")
+        if self.task.has_corruption():
+            # Imported by the runs whose task has a corruption: the others never patch.
+            from attention_lab.patching import patched_layers
+
+            reason = None if patched_layers(pl_module) else \
+                f"the {pl_module.config.name} variant has no heads with weights of their own"
+        else:
+            reason = f"task={self.task.name} has no corruption to patch from"
         if reason is not None and not self.skip_noted:
             self.skip_noted = True
             log.info("activation patching: not measured, %s", reason)
         return reason is None
 
     def measure(self, pl_module: L.LightningModule, batches: list[Batch]) -> dict[str, float]:
+        from attention_lab.patching import patch_heads  # only once active(): see there
+
         return patch_heads(pl_module, batches, self.task, self.bos)

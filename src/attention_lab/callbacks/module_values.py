@@ -19,12 +19,12 @@ class ModuleValues(L.Callback):
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        names = {cls: name for name, cls in ATTENTION_REGISTRY.items()}
         values: dict[str, float] = {}
         for layer, block in enumerate(pl_module.model.blocks):
             attention = block.attention
+            variant = ATTENTION_REGISTRY.name_of(type(attention)) or type(attention).__name__
             for name, value in attention.logged_values().items():
-                values[layer_tag(names.get(type(attention), type(attention).__name__), layer, name)] = value
+                values[layer_tag(variant, layer, name)] = value
         if values:
             for logger in trainer.loggers:
                 logger.log_metrics(values, step=trainer.global_step)

@@ -1,19 +1,15 @@
 """The sequence tasks, built from the corpus's words. A task is one module in this package whose class is
-registered with :func:`register_task`, plus one yaml under ``configs/task/``: every module here is imported
-below, so nothing else needs an edit. No torch import: the config checks use these."""
+registered with :func:`register_task`, plus one yaml under ``configs/task/``: the registry reads the names from
+the sources and imports a task's module when its class is first used, so nothing else needs an edit and a run
+imports the one task it builds. No torch import: the config checks use these."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
 from attention_lab.data.tasks.base import TASK_REGISTRY, Pairs, Task, register_task
 from attention_lab.errors import ConfigError
-
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def build_task(name: str) -> Task:

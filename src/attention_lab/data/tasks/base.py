@@ -13,6 +13,7 @@ import random
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
@@ -22,15 +23,18 @@ from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary, tokenize
 from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
+from attention_lab.lazy_registry import LazyRegistry
 
 Pairs = list[tuple[list[int], list[int]]]
-TASK_REGISTRY: dict[str, type[Task]] = {}
+# Every task's name, read from the package's sources; a task's module is imported when its class is first used.
+TASK_REGISTRY: LazyRegistry[type[Task]] = LazyRegistry(
+    "attention_lab.data.tasks", Path(__file__).resolve().parent, "register_task")
 
 
 def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
     def decorator(cls: type[Task]) -> type[Task]:
         cls.name = name
-        TASK_REGISTRY[name] = cls
+        TASK_REGISTRY.add(name, cls)
         return cls
 
     return decorator
