@@ -20,12 +20,11 @@ import hydra
 from omegaconf import DictConfig
 
 from attention_lab.config import register_configs
-from attention_lab.config_help import register_help
 from attention_lab.run import cli
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 register_configs()
-register_help()  # ${lab.help:} in configs/hydra/help/lab.yaml
+cli.register_help()  # ${lab.help:} in configs/hydra/help/lab.yaml
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="train")

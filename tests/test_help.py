@@ -22,6 +22,7 @@ from attention_lab.attention.declared import declared_variants
 from attention_lab.config import SCHEMA_SUFFIX, ModelConfig, TrainConfig, knob_names, typed
 from attention_lab.config_help import GROUPS, help_sections, search_path_options, user_groups
 from attention_lab.data.tasks import TASK_REGISTRY
+from attention_lab.run import cli
 from attention_lab.run.overrides import hydra_compose_api
 from conftest import CONFIG_DIR, TRAIN, compose_config, run_script
 
@@ -155,7 +156,7 @@ def test_a_composition_does_not_write_the_help(monkeypatch):
     """Hydra reads the help's template while it composes any config: the help is written only for --help."""
     written = []
     monkeypatch.setattr(config_help, "help_sections", lambda cfg: written.append(cfg) or "")
-    config_help.register_help()
+    cli.register_help()
     cfg = compose_config(return_hydra_config=True)
     assert written == []
     assert cfg.hydra.help.template is not None and len(written) == 1

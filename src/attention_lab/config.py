@@ -261,7 +261,7 @@ def register_configs() -> None:
     """The schema for Hydra, and the resolvers of configs/hydra/default.yaml: ``${lab.run_dir:${resume},<new>}``
     keeps a resumed run in its own dir, and ``${lab.output_subdir:${resume}}`` stops Hydra from rewriting that
     run's .hydra/ record (the task function updates it once the resumed run has started). ``--help``'s resolver is
-    :func:`attention_lab.config_help.register_help`'s."""
+    :func:`attention_lab.run.cli.register_help`'s."""
     OmegaConf.register_new_resolver(
         "lab.run_dir", lambda resume, new: os.path.abspath(os.path.expanduser(str(resume))) if resume else new,
         replace=True)

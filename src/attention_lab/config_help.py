@@ -5,7 +5,7 @@ task: a variant or a task is one registered class plus one yaml, and tests/test_
 listed are the registries' (reading the registries here would cost --help the parsing of every variant's source).
 
 ``--help`` is Hydra's own, customised in its documented way: ``hydra.help.template`` (configs/hydra/help/lab.yaml)
-interpolates ``${lab.help:}``, the resolver that :func:`register_help` registers (scripts/train.py calls it), which
+interpolates ``${lab.help:}``, the resolver that :func:`attention_lab.run.cli.register_help` registers (scripts/train.py calls it), which
 calls :func:`help_sections` on the composed config. The docs' table is :func:`knob_table`;
 ``python -m attention_lab.config_help docs/configuration.md`` writes it there, and tests/test_config_help.py checks
 that the docs hold it."""
@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.config import SCHEMA_SUFFIX, TrainConfig, knob_names
 
@@ -87,7 +86,7 @@ def source_options(source: Any, group: str) -> set[str]:
             return {name.removesuffix(".yaml") for name in ConfigStore.instance().list(group)}
         except OSError:  # ConfigStore's answer for a group it does not hold
             return set()
-    import importlib.resources  # here: every start imports this module (register_help), only --help reads packages
+    import importlib.resources  # here: only --help reads packages
 
     root = Path(source.path) if source.schema == "file" else importlib.resources.files(source.path)
     folder = root.joinpath(group)
@@ -130,19 +129,6 @@ def help_sections(cfg: Any) -> str:
     for knob in knob_fields():
         lines += aligned(f"{knob.name}={as_typed(cfg[knob.name])}", knob.metadata["help"], KNOB_COLUMN)
     return "\n".join(lines).replace("$", "$$")  # Hydra fills the template with string.Template
-
-
-def register_help() -> None:
-    """``${lab.help:}``: the groups and knobs of ``--help`` (the resolver is handed the composed config)."""
-
-    def resolve(*, _root_: DictConfig) -> str:
-        # Hydra also reads the template while it composes any config (it merges its own defaults over the help):
-        # the groups' choices are recorded once the composition is complete, and only then is there a help to write.
-        if not OmegaConf.select(_root_, "hydra.runtime.choices"):
-            return ""
-        return help_sections(_root_)
-
-    OmegaConf.register_new_resolver("lab.help", resolve, replace=True)
 
 
 def knob_table() -> str:

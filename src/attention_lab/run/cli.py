@@ -32,9 +32,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from omegaconf import DictConfig, OmegaConf
+
 from attention_lab.review.escape import console
 from attention_lab.run.describe import describe, expected_error
-from attention_lab.run.overrides import is_override
+from attention_lab.run.overrides import is_override, is_sweep_dir, resume_value
 from attention_lab.startup_gc import pause
 
 # Flags that print something and train nothing: Hydra answers them itself, without our checks.
@@ -53,8 +55,6 @@ def fail(err: Exception, argv: Sequence[str]) -> NoReturn:
 
 
 def resumed_sweep_dir(argv: Sequence[str]) -> Path | None:
-    from attention_lab.run.sweep_resume import is_sweep_dir, resume_value
-
     value = resume_value(argv)
     return Path(str(value)).expanduser().resolve() if is_sweep_dir(value) else None
 
@@ -68,7 +68,7 @@ def relaunch_resumed_sweep(argv: Sequence[str], sweep_dir: Path | None, config_d
     if os.environ.get(RELAUNCHED_SWEEP) == str(sweep_dir) and ("-m" in argv or "--multirun" in argv):
         return
     from attention_lab.run.run_info import sweep_resume_lock
-    from attention_lab.run.sweep_resume import command_line, resume_value
+    from attention_lab.run.sweep_resume import command_line
 
     try:  # a second resume of the sweep is refused before it reads a record another one may be rewriting
         with sweep_resume_lock(sweep_dir, f"resume={resume_value(argv)}", holder=False):
@@ -85,15 +85,31 @@ def relaunch_resumed_sweep(argv: Sequence[str], sweep_dir: Path | None, config_d
 def resumed_sweep(argv: Sequence[str], sweep_dir: Path | None) -> Iterator[None]:
     """``resume=<sweep dir>`` (``sweep_dir``): the only resume of the sweep until its jobs have ended (see
     run_dir.sweep_resume_lock), and its multirun.yaml survives Hydra's rewrite of it (see sweep_resume.record_kept)."""
-    from attention_lab.run.run_info import sweep_resume_lock
-    from attention_lab.run.sweep_resume import record_kept, resume_value
-
     if sweep_dir is None:
         yield
         return
+    from attention_lab.run.run_info import sweep_resume_lock
+    from attention_lab.run.sweep_resume import record_kept
+
     setting = f"resume={resume_value(argv)}"
     with sweep_resume_lock(sweep_dir, setting, holder=True), record_kept(sweep_dir, setting):
         yield
+
+
+def register_help() -> None:
+    """``${lab.help:}`` in configs/hydra/help/lab.yaml: the groups and knobs of ``--help``, written by
+    :mod:`attention_lab.config_help`, which only ``--help`` imports."""
+
+    def resolve(*, _root_: DictConfig) -> str:
+        # Hydra also reads the template while it composes any config (it merges its own defaults over the help):
+        # the groups' choices are recorded once the composition is complete, and only then is there a help to write.
+        if not OmegaConf.select(_root_, "hydra.runtime.choices"):
+            return ""
+        from attention_lab.config_help import help_sections
+
+        return help_sections(_root_)
+
+    OmegaConf.register_new_resolver("lab.help", resolve, replace=True)
 
 
 def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:

@@ -6,13 +6,15 @@ in-process. (Inside the app, Hydra is initialised already: :mod:`.preflight` cal
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from attention_lab.config import register_configs
+from attention_lab.files import MULTIRUN_RECORD
 
 
 def is_override(arg: str) -> bool:
@@ -22,6 +24,17 @@ def is_override(arg: str) -> bool:
 def override_key(override: str) -> str:
     """`+task.max_len=6` -> `task.max_len`."""
     return override.split("=", 1)[0].lstrip("+~")
+
+
+def resume_value(argv: Sequence[str]) -> str | None:
+    """The last ``resume=`` of a command line, as typed."""
+    values = [arg.split("=", 1)[1] for arg in argv if arg.startswith("resume=")]
+    return values[-1] if values else None
+
+
+def is_sweep_dir(value: Any) -> bool:
+    """Whether a ``resume=`` value names a sweep dir (one with Hydra's record of a sweep) rather than a run dir."""
+    return bool(value) and (Path(str(value)).expanduser() / MULTIRUN_RECORD).is_file()
 
 
 # Settings that change how a run is shown or where it runs, not what it trains: left out of its name. Not `probe`:

@@ -43,7 +43,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
@@ -51,12 +51,12 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab.checks import attention_error, caveats, check_known_keys, check_typed_knobs, validate
 from attention_lab.config import ModelConfig, TaskConfig
 from attention_lab.errors import ConfigError
-from attention_lab.run import resume as resuming
-from attention_lab.run import sweep_resume
 from attention_lab.run.cli import full_error_requested
 from attention_lab.run.describe import describe
-from attention_lab.run.overrides import override_key
-from attention_lab.run.sweep_jobs import sweep_job_configs
+from attention_lab.run.overrides import is_sweep_dir, override_key
+
+if TYPE_CHECKING:
+    from attention_lab.run.resume import ResumePlan
 
 
 def accelerator_of(cfg: DictConfig) -> str:
@@ -114,7 +114,9 @@ def check_single_run(cfg: DictConfig) -> None:
     :func:`checked_resume`, once, in the task function."""
     overrides = [str(o) for o in cfg.hydra.overrides.task]
     if cfg.get("resume"):
-        plan = resuming.plan_resume(str(cfg.resume), overrides)
+        from attention_lab.run.resume import plan_resume  # a resume's checks: a plain run needs none of them
+
+        plan = plan_resume(str(cfg.resume), overrides)
         run_dir = Path(str(cfg.hydra.run.dir)).expanduser().resolve()
         if run_dir != plan.run_dir:
             raise ConfigError(f"hydra.run.dir={run_dir} is invalid with {plan.setting}: a run continues in its "
@@ -125,12 +127,14 @@ def check_single_run(cfg: DictConfig) -> None:
 
 
 def checked_resume(value: str, overrides: Sequence[str], config_name: str,
-                   config_dir: Path) -> tuple[DictConfig, resuming.ResumePlan, str]:
+                   config_dir: Path) -> tuple[DictConfig, ResumePlan, str]:
     """``resume=<value>``: the resumed run's config, composed from its record and this command's ``overrides``
     (Hydra initialised), checked whole (the record, the config it composes, the run's settings, data and machine),
     read-only; with the plan it was composed by and the run's accelerator."""
-    plan = resuming.plan_resume(value, overrides)
-    cfg = resuming.compose_resumed(plan, config_name, config_dir)
+    from attention_lab.run.resume import compose_resumed, plan_resume
+
+    plan = plan_resume(value, overrides)
+    cfg = compose_resumed(plan, config_name, config_dir)
     OmegaConf.set_readonly(cfg, True)  # as the config it replaces
     return cfg, plan, check_run(cfg)
 
@@ -142,6 +146,8 @@ def command_overrides(cfg: DictConfig) -> list[str]:
 
 def check_sweep(cfg: DictConfig, config_name: str) -> None:
     """Raises what is wrong with any job of a sweep; ``cfg`` is the sweep's config, as Hydra composed it."""
+    from attention_lab.run.sweep_jobs import sweep_job_configs  # a sweep's: a single run needs none of it
+
     sweep_job_configs(command_overrides(cfg), config_name, check_sweep_job, validate, sweep_config=cfg)
 
 
@@ -160,7 +166,7 @@ def check_sweep_job(cfg: DictConfig) -> None:
     """What every job of a sweep must pass before the sweep starts: no unknown keys, no resume."""
     check_known_keys(cfg)
     check_launch(cfg)
-    if cfg.get("resume") and not sweep_resume.is_sweep_dir(cfg.resume):  # resume=<sweep dir> relaunches a sweep
+    if cfg.get("resume") and not is_sweep_dir(cfg.resume):  # resume=<sweep dir> relaunches a sweep
         raise ConfigError(f"resume={cfg.resume} is invalid with -m (a sweep): resume one run at a time "
                           "(a sweep job too: resume=<sweep dir>/<job number>)")
 

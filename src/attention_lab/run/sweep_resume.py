@@ -47,7 +47,7 @@ from attention_lab.files import (
     read_yaml_record,
     recorded_overrides,
 )
-from attention_lab.run.overrides import override_key
+from attention_lab.run.overrides import is_sweep_dir, override_key, resume_value
 from attention_lab.run.resume import (
     CORPUS,
     FURTHER_TRAINING,
@@ -67,15 +67,6 @@ ADDED_ON_RESUME = (*FURTHER_TRAINING, *RESTORED_HYDRA)  # what a resume of a swe
 REPLACED = ("resume", "hydra.sweep.dir", "hydra.mode")  # set by the resume itself (hydra.mode: by -m)
 # Free space a resume needs besides a copy of multirun.yaml: Hydra's rewrite of it, the summaries, the records.
 RECORD_HEADROOM = 1 << 20
-
-
-def is_sweep_dir(value: Any) -> bool:
-    return bool(value) and (Path(str(value)).expanduser() / MULTIRUN_RECORD).is_file()
-
-
-def resume_value(argv: Sequence[str]) -> str | None:
-    values = [arg.split("=", 1)[1] for arg in argv if arg.startswith("resume=")]
-    return values[-1] if values else None
 
 
 def read_record(sweep_dir: Path, setting: str) -> tuple[list[str], list[str]]:
@@ -235,6 +226,18 @@ class JobPlan:
 
     action: JobAction
     metric: float | None = None  # a kept job's recorded metric, for the sweeper
+
+    @property
+    def kept(self) -> bool:
+        return self.action is JobAction.KEEP
+
+    @property
+    def continued(self) -> bool:
+        return self.action is JobAction.CONTINUE
+
+    @property
+    def restarted(self) -> bool:
+        return self.action is JobAction.RESTART
 
 
 def same_job(saved: Sequence[str], planned: Sequence[str]) -> bool:

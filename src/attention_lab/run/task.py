@@ -32,18 +32,16 @@ from attention_lab.files import (
     secondary_process,
 )
 from attention_lab.review.escape import console
-from attention_lab.run import resume as resuming
-from attention_lab.run import sweep_resume
 from attention_lab.run.cli import full_error_requested
 from attention_lab.run.describe import describe, expected_error, unwritable
 from attention_lab.run.overrides import override_key, run_name
 from attention_lab.run.run_info import RunDirBusy, RunDirLock, RunDirTaken, RunInfo, RunInfoWriter, RunStatus
 from attention_lab.run.signals import StopSignals
-from attention_lab.run.sweep_jobs import swept_keys
 from attention_lab.run.sweep_summary import record_refusal, write_summary
 
-if TYPE_CHECKING:
-    pass
+if TYPE_CHECKING:  # a plain run imports neither: only a resume or a resumed sweep's job needs them
+    from attention_lab.run.resume import ResumePlan
+    from attention_lab.run.sweep_resume import JobPlan
 
 
 def stderr(line: str) -> None:
@@ -52,7 +50,7 @@ def stderr(line: str) -> None:
     sys.stderr.flush()
 
 
-def resumed_config(resume: str) -> tuple[DictConfig, resuming.ResumePlan, str]:
+def resumed_config(resume: str) -> tuple[DictConfig, ResumePlan, str]:
     """The config of the run being resumed (``resume``: its dir), a new one composed from its saved overrides, the
     plan it was composed by, and the accelerator it trains on: composed once for the run, and checked whole before
     anything in the dir changes (the command line's checks read the record and leave its composition to this)."""
@@ -63,11 +61,13 @@ def resumed_config(resume: str) -> tuple[DictConfig, resuming.ResumePlan, str]:
                           main_config_dir(hydra_cfg))
 
 
-def record_unchanged(resume: str, plan: resuming.ResumePlan) -> bool:
+def record_unchanged(resume: str, plan: ResumePlan) -> bool:
     """Whether the resumed run's record still holds what its config was composed from, read again now that this
     process holds the run dir's lock (the run dir is data, and it may have changed since); raises ConfigError for
     a record that can no longer be resumed (a run that finished meanwhile)."""
-    return resuming.plan_resume(resume, plan.extra).overrides == plan.overrides
+    from attention_lab.run.resume import plan_resume
+
+    return plan_resume(resume, plan.extra).overrides == plan.overrides
 
 
 class RunTask:
@@ -100,21 +100,20 @@ class RunTask:
         OmegaConf.set_readonly(cfg, True)  # the config is input: what the run decides goes in its RunContext
         with StopSignals() as stop:
             try:
-                job = sweep_resume.job_plan(self.run_dir, self.overrides, str(cfg.optimized_metric)) \
-                    if self.resumed_sweep else None
-                if job is not None and job.action is sweep_resume.JobAction.KEEP:  # before the lock: not one byte of an ok job changes
+                job = self.resumed_job(cfg)
+                if job is not None and job.kept:  # before the lock: not one byte of an ok job changes
                     self.forget_refusal()  # its dir holds its own run (job_plan checked): a refusal was another's
                     stderr(f"{self.where}: ok, kept as it is")
                     return job.metric
                 resume = cfg.get("resume") if job is None else \
-                    str(self.run_dir) if job.action is sweep_resume.JobAction.CONTINUE else None
+                    str(self.run_dir) if job.continued else None
                 # resume=<run dir> (or a sweep's job that continues from its own dir): composed and checked before
                 # the lock, so that a refused resume changes nothing in the dir.
                 resumed = resumed_config(str(resume)) if resume else None
                 if self.lock is not None:
                     self.lock.acquire(f"resume={cfg.resume}" if cfg.get("resume") else f"hydra.run.dir={self.run_dir}")
                     self.claim_job_dir(job)
-                if job is not None and job.action is sweep_resume.JobAction.RESTART:
+                if job is not None and job.restarted:
                     self.restart(cfg)
                 plan = None
                 if resumed is not None:
@@ -134,14 +133,15 @@ class RunTask:
                     # A resumed run keeps the name its first attempt had: the same TensorBoard run, continued.
                     name=run_name(plan.saved if plan else self.overrides),
                     # HParams columns beside every knob: what the sweep varies (a single run: none more).
-                    shown_hparams=tuple(swept_keys(self.sweep_dir, HydraConfig.get().sweeper.get("params")))
-                    if self.multirun else (),
+                    shown_hparams=self.swept_keys(),
                     resume_from=self.run_dir if plan else None,  # a resumed run's dir is its own (hydra.run.dir)
                     run_dir=self.run_dir)
                 self.info_writer.begin(job=self.job, overrides=plan.overrides if plan else self.overrides,
                                        resume=bool(plan) or job is not None)  # a resumed sweep's job: attempts go on
                 if plan is not None and self.lock is not None:
-                    resuming.record(plan, cfg)
+                    from attention_lab.run.resume import record
+
+                    record(plan, cfg)
                 metrics = train(cfg, context)
             except BaseException as err:  # noqa: BLE001 - every way out is recorded
                 return self.fail(err, stop)
@@ -156,7 +156,23 @@ class RunTask:
             self.cannot_write(error)
         return metrics.get(cfg.optimized_metric)
 
-    def claim_job_dir(self, job: sweep_resume.JobPlan | None) -> None:
+    def swept_keys(self) -> tuple[str, ...]:
+        """What the sweep varies (a single run: nothing)."""
+        if not self.multirun:
+            return ()
+        from attention_lab.run.sweep_jobs import swept_keys
+
+        return tuple(swept_keys(self.sweep_dir, HydraConfig.get().sweeper.get("params")))
+
+    def resumed_job(self, cfg: DictConfig) -> JobPlan | None:
+        """What this job of a resumed sweep does (kept, continued or restarted); None for any other run."""
+        if not self.resumed_sweep:
+            return None
+        from attention_lab.run.sweep_resume import job_plan
+
+        return job_plan(self.run_dir, self.overrides, str(cfg.optimized_metric))
+
+    def claim_job_dir(self, job: JobPlan | None) -> None:
         """A sweep job trains only in a dir that holds no other job's run (a resumed job: its own)."""
         previous = RunInfo.read(self.run_dir / RUN_INFO)
         if self.multirun and job is None and previous is not None and (
@@ -176,7 +192,9 @@ class RunTask:
         """A failed or never-started job of a resumed sweep trains again: the failed attempt's files are set
         aside, and the job's .hydra/ record is written (Hydra writes none for a resumed sweep's jobs): the config
         of a run that is not resumed."""
-        sweep_resume.set_aside(self.run_dir)
+        from attention_lab.run.sweep_resume import set_aside
+
+        set_aside(self.run_dir)
         hydra_dir = self.run_dir / SAVED_CONFIG.parent
         hydra_dir.mkdir(exist_ok=True)
         save_yaml(OmegaConf.merge(cfg, {"resume": None}), self.run_dir / SAVED_CONFIG)
