@@ -307,3 +307,36 @@ def solved_run(tmp_path_factory) -> Path:
     def build(folder: Path) -> None:
         run_train(folder / "run", f"max_steps={SOLVED_RUN_MAX_STEPS}", "log_attention_every_n_steps=50")
     return built_once(tmp_path_factory, "solved_run", build) / "run"
+
+
+@pytest.fixture(scope="session")
+def trained_induction(tmp_path_factory):
+    """A short 2-layer induction run (250 steps, seed 0, one thread), trained once for all workers and shared by the
+    ablation and patching tests: its module in eval mode and its validation batches. Treat them as read-only."""
+    import lightning as L
+    import torch
+    from hydra.utils import instantiate
+
+    overrides = ["task=induction", "mask=causal", "layers=2", "task.train_size=2000", "task.val_size=200", "seed=0"]
+
+    def build(folder: Path) -> None:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            cfg = compose_config(overrides)
+            torch.manual_seed(0)
+            datamodule = instantiate(cfg.data)
+            module = instantiate(cfg.module, vocab=datamodule.vocab.itos)
+            trainer = L.Trainer(max_steps=250, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                                enable_model_summary=False, limit_val_batches=0, accelerator="cpu", deterministic=True)
+            trainer.fit(module, datamodule=datamodule)
+            datamodule.setup("validate")
+            torch.save({"vocab": datamodule.vocab.itos, "state_dict": module.state_dict(),
+                        "batches": list(datamodule.val_dataloader())}, folder / "induction.pt")
+        finally:
+            torch.set_num_threads(threads)
+
+    saved = torch.load(built_once(tmp_path_factory, "trained_induction", build) / "induction.pt", weights_only=True)
+    module = instantiate(compose_config(overrides).module, vocab=saved["vocab"])
+    module.load_state_dict(saved["state_dict"])
+    return module.eval(), saved["batches"]

@@ -47,27 +47,10 @@ def test_duplicate_token_score_by_hand():
     assert scores.tolist() == [1.0, 0.0]
 
 
-def trained_induction_module(steps: int = 250):
-    """A short 2-layer induction run, the module and its validation batches."""
-    import lightning as L
-    from hydra.utils import instantiate
-
-    cfg = compose_config(["task=induction", "mask=causal", "layers=2", "task.train_size=2000", "task.val_size=200",
-                          "seed=0"])
-    torch.manual_seed(0)
-    datamodule = instantiate(cfg.data)
-    module = instantiate(cfg.module, vocab=datamodule.vocab.itos)
-    trainer = L.Trainer(max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, limit_val_batches=0, accelerator="cpu", deterministic=True)
-    trainer.fit(module, datamodule=datamodule)
-    datamodule.setup("validate")
-    return module.eval(), list(datamodule.val_dataloader())
-
-
 @pytest.fixture(scope="module")
-def induction():
+def induction(trained_induction):
     torch.set_num_threads(1)
-    return trained_induction_module()
+    return trained_induction
 
 
 def test_ablation_measures_every_head_and_layer(induction):

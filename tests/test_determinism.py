@@ -10,10 +10,9 @@ import json
 import subprocess
 import sys
 
-import pytest
 import torch
 
-from conftest import QUIET, ROOT, TRAIN, script_env
+from conftest import QUIET, ROOT, TRAIN, run_train, script_env
 
 # Dropout on: the random state matters too.
 CONFIG = ["max_steps=12", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=5",
@@ -36,18 +35,7 @@ def assert_bit_identical(first, second, where: str = "") -> None:
         assert first == second, where
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_same_config_same_metrics_in_separate_dirs(tmp_path, threads):
-    # The default run dir pattern (microseconds) under tmp_path; both runs start at once.
-    pattern = f"hydra.run.dir={tmp_path}/${{now:%H-%M-%S-%f}}"
-    procs = [subprocess.Popen([sys.executable, str(TRAIN), *CONFIG, f"threads={threads}", *QUIET, pattern], cwd=ROOT,
-                              env=script_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    for proc in procs:
-        _, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == 0, stderr[-3000:]
-
-    run_dirs = sorted(p for p in tmp_path.iterdir() if p.is_dir())
+def assert_identical_runs(run_dirs: list) -> None:
     assert len(run_dirs) == 2, "each run has its own dir"
     first, second = ((d / "metrics.json").read_text() for d in run_dirs)
     assert first == second
@@ -60,3 +48,22 @@ def test_same_config_same_metrics_in_separate_dirs(tmp_path, threads):
     for entry in ("state_dict", "optimizer_states"):
         assert_bit_identical(first[entry], second[entry], entry)
     assert first["state_dict"] and first["global_step"] == second["global_step"] == 12
+
+
+def test_same_config_same_metrics_in_separate_dirs(tmp_path):
+    # Two processes started at once, with the default run dir pattern (microseconds) under tmp_path.
+    pattern = f"hydra.run.dir={tmp_path}/${{now:%H-%M-%S-%f}}"
+    procs = [subprocess.Popen([sys.executable, str(TRAIN), *CONFIG, "threads=1", *QUIET, pattern], cwd=ROOT,
+                              env=script_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr[-3000:]
+    assert_identical_runs(sorted(p for p in tmp_path.iterdir() if p.is_dir()))
+
+
+def test_same_config_same_metrics_with_two_threads(tmp_path):
+    # The same entry function in this process, one run after the other: what two threads sum must repeat too.
+    for name in ("a", "b"):
+        run_train(tmp_path / name, *CONFIG, "threads=2")
+    assert_identical_runs([tmp_path / "a", tmp_path / "b"])

@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from attention_lab.callbacks.induction_formation import InductionFormation, loss_drop_step
-from conftest import ROOT, run_script, run_train
+from conftest import ROOT, run_in_process, run_train
 
 COMPARE = ROOT / "scripts" / "compare.py"
 
@@ -52,7 +52,7 @@ def test_a_one_layer_model_never_forms_by_definition():
 @pytest.fixture(scope="module")
 def formation_sweep(tmp_path_factory) -> Path:
     sweep = tmp_path_factory.mktemp("formation") / "sweep"
-    run_train(sweep, "experiment=induction_formation", "seed=0,1", "layers=2", "max_steps=60",
+    run_train(sweep, "experiment=induction_formation", "seed=0,1", "layers=2", "max_steps=30",
               "~callbacks.attention_maps", "~callbacks.head_score_maps", "ablation=[zero]", "threads=1",
               multirun=True)
     return sweep
@@ -61,21 +61,21 @@ def formation_sweep(tmp_path_factory) -> Path:
 def test_a_formation_run_records_its_history(formation_sweep: Path):
     metrics = json.loads((formation_sweep / "0" / "metrics.json").read_text())
     history = metrics["formation"]
-    assert history["step"] == list(range(10, 61, 10))
-    assert len(history["val/loss"]) == len(history["induction"]) == 6
+    assert history["step"] == [10, 20, 30]
+    assert len(history["val/loss"]) == len(history["induction"]) == 3
     assert "val/in_context_score" in metrics and "formation_step" in metrics and metrics["loss_drop_step"] in history["step"]
     # The loss at each target index, per validation: the repeat of 3..8 words has 2..7 targets.
-    assert len(history["loss_by_index"]) == 6 and all(len(row) == 7 for row in history["loss_by_index"])
+    assert len(history["loss_by_index"]) == 3 and all(len(row) == 7 for row in history["loss_by_index"])
     # The best composition of each kind, per validation: the last one is the final metrics' maximum.
     for kind in "qkv":
         final = max(value for name, value in metrics.items() if name.startswith(f"composition/{kind}/"))
-        assert len(history[f"composition_{kind}"]) == 6 and 0 < history[f"composition_{kind}"][-1] <= 1
+        assert len(history[f"composition_{kind}"]) == 3 and 0 < history[f"composition_{kind}"][-1] <= 1
         assert history[f"composition_{kind}"][-1] == pytest.approx(final, rel=1e-5)
     assert history["loss_by_index"][-1] == pytest.approx([metrics[f"val/loss_by_index/{i}"] for i in range(7)], rel=1e-5)
 
 
 def test_compare_plots_the_formation_and_writes_the_heads_table(formation_sweep: Path, tmp_path: Path):
-    proc = run_script(COMPARE, str(formation_sweep), "--plot", "--heads", "previous_token,induction",
+    proc = run_in_process(COMPARE, str(formation_sweep), "--plot", "--heads", "previous_token,induction",
                       "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     with Image.open(tmp_path / "formation.png") as image:
@@ -90,7 +90,7 @@ def test_compare_plots_the_formation_and_writes_the_heads_table(formation_sweep:
 def test_compare_refuses_a_plot_without_history(tiny_trained_run: Path, tmp_path: Path):
     sweep = tmp_path / "sweep"
     shutil.copytree(tiny_trained_run, sweep / "0", ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
-    proc = run_script(COMPARE, str(sweep), "--plot", "--out", str(tmp_path))
+    proc = run_in_process(COMPARE, str(sweep), "--plot", "--out", str(tmp_path))
     assert proc.returncode == 1
     assert "formation" in proc.stderr and "Traceback" not in proc.stderr
 

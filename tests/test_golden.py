@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from attention_lab.notebooks import EXAMPLES, NOTEBOOKS, compare
+from conftest import run_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,23 +39,17 @@ def test_examples_leave_global_rng_alone():
     assert torch.equal(torch.get_rng_state(), before)
 
 
-def test_reproduce_script_exits_0_and_prints_ticks():
-    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "COLUMNS": "160"}
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "reproduce.py")],
-        cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=120,
-    )
+def test_reproduce_script_exits_0_and_prints_ticks(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
+    result = run_in_process(ROOT / "scripts" / "reproduce.py")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("✓") >= len(EXAMPLES)
     assert "✗" not in result.stdout
 
 
-def test_reproduce_script_filters_by_notebook():
-    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "COLUMNS": "160"}
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--notebook", "002"],
-        cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=120,
-    )
+def test_reproduce_script_filters_by_notebook(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
+    result = run_in_process(ROOT / "scripts" / "reproduce.py", "--notebook", "002")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "002 weights" in result.stdout
     assert "001 SelfAttention" not in result.stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from hydra import compose
 
 from attention_lab.checks import validate
 from attention_lab.config import TaskConfig
@@ -14,7 +15,7 @@ from attention_lab.data.tasks import build_task
 from attention_lab.data.tasks.mqar import gap_weights
 from attention_lab.errors import ConfigError
 from attention_lab.run.overrides import hydra_compose_api
-from attention_lab.run.sweep_jobs import sweep_job_configs
+from attention_lab.run.sweep_jobs import planned_jobs, sweep_arguments, sweep_job_configs
 from conftest import CONFIG_DIR
 
 SENTENCES = read_sentences(None)
@@ -105,22 +106,27 @@ def test_an_input_that_cannot_be_built_is_one_line(changes, setting):
 
 
 def test_the_preset_races_every_mixer_at_every_width_and_learning_rate():
-    with hydra_compose_api(CONFIG_DIR):
-        configs = sweep_job_configs(["experiment=mqar"], "train", validate)
     mixers = ("multihead", "linear", "sigmoid", "conv", "retnet", "based", "mamba2", "gated_deltanet")
     widths, rates, seeds = (16, 32, 64, 128, 256), (0.001, 0.003, 0.01, 0.03), (0, 1)
+    with hydra_compose_api(CONFIG_DIR):
+        preset = compose("train", overrides=["experiment=mqar"], return_hydra_config=True)
+        # Every mixer composes and passes the checks at the narrowest and the widest width (no rule reads the seed
+        # or the learning rate, and with one head every width between is as valid): 16 of the 320 jobs.
+        configs = sweep_job_configs(["experiment=mqar", "seed=0", "lr=0.01", "d_model=16,256"], "train", validate)
+    jobs = [dict(line.split("=") for line in job) for job in planned_jobs(sweep_arguments(preset, []))]  # as launched
     cells = len(mixers) * len(widths) * len(rates)
-    assert len(configs) == cells * len(seeds)
-    assert [c.seed for c in configs[:cells]] == [0] * cells  # seed 0's every cell first
-    assert [c.d_model for c in configs[-cells // len(widths):]] == [256] * (cells // len(widths))  # seed 1's widest last
-    assert {(c.model.name, c.d_model, c.lr, c.seed) for c in configs} == {
+    assert len(jobs) == cells * len(seeds)
+    assert [job["seed"] for job in jobs[:cells]] == ["0"] * cells  # seed 0's every cell first
+    assert [job["d_model"] for job in jobs[-cells // len(widths):]] == ["256"] * (cells // len(widths))  # seed 1's widest last
+    assert {(job["model"], int(job["d_model"]), float(job["lr"]), int(job["seed"])) for job in jobs} == {
         (m, d, lr, s) for m in mixers for d in widths for lr in rates for s in seeds}
+    assert {(c.model.name, c.d_model, c.lr, c.seed) for c in configs} == {(m, d, 0.01, 0) for m in mixers for d in (16, 256)}
     for config in configs:  # one task, one budget, attention-only blocks (residual and norm, no MLP)
         assert (config.task.name, config.task.words, config.task.options.pairs, config.task.max_len) == ("mqar", 64, 4, 32)
         assert (config.block.name, config.block.mlp, config.block.residual, config.block.layer_norm) == (
             "attention_only", False, True, True)
         assert (config.mask, config.heads, config.model.context_length) == ("causal", 1, 32)
-        assert config.max_steps == configs[0].max_steps
+        assert config.max_steps == preset.max_steps
 
 
 def test_the_probe_is_vocabulary_words_the_pairs_then_the_queries():

@@ -21,7 +21,6 @@ from attention_lab.errors import ConfigError
 from attention_lab.head_metrics import PATCHING, tag
 from attention_lab.patching import corrupt_batch, patch_heads, restored
 from conftest import compose_config
-from test_ablation import trained_induction_module
 
 
 def validation_rows(*overrides: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,9 +141,9 @@ def logit_diff(logits, targets, implied, mask) -> float:
 
 
 @pytest.fixture(scope="module")
-def induction():
+def induction(trained_induction):
     torch.set_num_threads(1)
-    module, batches = trained_induction_module()
+    module, batches = trained_induction
     return module, batches, patch_heads(module, batches, build_task("induction"))
 
 

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+from hydra import compose
 
 from attention_lab.checks import validate
 from attention_lab.config import TaskConfig
@@ -15,8 +16,8 @@ from attention_lab.data.corpus import Vocabulary, read_sentences, tokenize
 from attention_lab.data.tasks import build_task
 from attention_lab.errors import ConfigError
 from attention_lab.run.overrides import hydra_compose_api
-from attention_lab.run.sweep_jobs import sweep_job_configs
-from conftest import CONFIG_DIR, run_train
+from attention_lab.run.sweep_jobs import planned_jobs, sweep_arguments, sweep_job_configs
+from conftest import CONFIG_DIR, ROOT, run_in_process, run_train
 
 SENTENCES = read_sentences(None)
 CORPUS_WORDS = sorted(set(word for sentence in SENTENCES for word in tokenize(sentence)))
@@ -49,10 +50,14 @@ def test_recall_draws_its_keys_and_values_from_every_word():
 
 def test_the_preset_is_four_mixers_at_four_widths_over_three_seeds():
     with hydra_compose_api(CONFIG_DIR):
-        configs = sweep_job_configs(["experiment=zoology"], "train", validate)
-    assert len(configs) == 48
+        sweep = compose("train", overrides=["experiment=zoology"], return_hydra_config=True)
+        configs = sweep_job_configs(["experiment=zoology", "seed=0"], "train", validate)  # no rule reads the seed
+    jobs = planned_jobs(sweep_arguments(sweep, []))  # the jobs the sweeper launches
+    assert {tuple(sorted(job)) for job in jobs} == {
+        (f"d_model={d}", f"model={m}", f"seed={s}") for m in ("multihead", "linear", "sigmoid", "conv")
+        for d in (16, 32, 64, 128) for s in (0, 1, 2)} and len(jobs) == 48
     assert {(c.model.name, c.d_model, c.seed) for c in configs} == {
-        (m, d, s) for m in ("multihead", "linear", "sigmoid", "conv") for d in (16, 32, 64, 128) for s in (0, 1, 2)}
+        (m, d, 0) for m in ("multihead", "linear", "sigmoid", "conv") for d in (16, 32, 64, 128)}
     for config in configs:  # the same task and the same budget for every job
         assert (config.task.name, config.task.words, config.task.options) == ("recall", 256, {"pairs": 6, "queries": 6})
         assert (config.mask, config.max_steps, config.lr, config.heads) == ("causal", 800, 0.003, 4)
@@ -62,6 +67,21 @@ def metrics(job: Path) -> dict:
     return json.loads((job / "metrics.json").read_text())
 
 
+def test_a_two_step_race_writes_what_plot_sweep_reads(tmp_path):
+    """The short race's code path in `make test`: the preset's jobs train, record, and plot_sweep reads them."""
+    sweep = tmp_path / "zoology"
+    run_train(sweep, "experiment=zoology", "model=multihead,conv", "d_model=16", "seed=1", "max_steps=2",
+              "task.train_size=128", "task.val_size=64", "~callbacks.attention_maps", "~callbacks.head_score_maps",
+              "ablation=[]", multirun=True)
+    attention, conv = metrics(sweep / "0"), metrics(sweep / "1")
+    assert (attention["hparams"]["model"], conv["hparams"]["model"]) == ("multihead", "conv")
+    assert 0 <= attention["val/token_acc"] <= 1 and 0 <= conv["val/token_acc"] <= 1
+    run_in_process(ROOT / "scripts" / "plot_sweep.py", str(sweep), "--out", str(tmp_path / "plot"), check=True)
+    (table,) = (tmp_path / "plot").glob("*.md")
+    assert "multihead" in table.read_text() and "conv" in table.read_text()
+
+
+@pytest.mark.slow  # a seed race of 800-step runs; tests/test_zoology.py's two-step race keeps its path in `make test`
 def test_attention_solves_recall_where_a_gated_convolution_of_the_same_width_does_not(tmp_path, single_thread):
     sweep = tmp_path / "zoology"
     run_train(sweep, "experiment=zoology", "model=multihead,conv", "d_model=32", "seed=1",
