@@ -80,8 +80,7 @@ def test_points_are_the_best_cells_seed_means_against_width_or_state(lr_sweep, x
 
 def test_the_script_names_the_winning_rate_in_its_table(lr_sweep, tmp_path):
     out = tmp_path / "out"
-    run_in_process(PLOT, str(lr_sweep), "--best-of", "lr", "--x", "state_size", "--out", str(out),
-               check=True)
+    run_in_process(PLOT, str(lr_sweep), "--best-of", "lr", "--x", "state_size", "--out", str(out), check=True)
     table = (out / "val_token_acc_vs_state_size.md").read_text()
     assert "0.800 ± 0.141 (n=2, lr=0.003, best of 4)" in table and (out / "val_token_acc_vs_state_size.png").is_file()
 
@@ -112,8 +111,8 @@ def test_compare_folds_the_setting_into_one_row_per_cell(lr_sweep):
 
 def test_compare_script_writes_the_folded_table(lr_sweep, tmp_path):
     out = tmp_path / "out"
-    proc = run_in_process(ROOT / "scripts" / "compare.py", str(lr_sweep), "--best-of", "lr", "--metric", "val/token_acc",
-                      "--out", str(out), check=True)
+    proc = run_in_process(ROOT / "scripts" / "compare.py", str(lr_sweep), "--best-of", "lr", "--metric",
+                          "val/token_acc", "--out", str(out), check=True)
     assert "| `model=linear d_model=16` | 0.03 | 4 of 4 |" in (out / "compare_best_of.md").read_text()
     assert "compare_best_of.md" in proc.stdout
     refused = run_in_process(ROOT / "scripts" / "compare.py", str(lr_sweep), "--best-of", "heads", "--out", str(out))

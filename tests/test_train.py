@@ -24,6 +24,8 @@ MODELS = ["simple", "self", "cross", "multihead", "multihead_concat"]
 TINY = ["max_steps=6", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=3",
         "log_attention_every_n_steps=3"]
 PNG = b"\x89PNG\r\n\x1a\n"
+# Where a test reads no image: the final validation draws none.
+NO_IMAGES = ["~callbacks.attention_maps", "~callbacks.head_score_maps", "ablation=[]"]
 
 
 def job_dirs(sweep_dir: Path) -> list[Path]:
@@ -234,7 +236,7 @@ def test_ddp_sim_trains_in_two_gloo_processes(tmp_path: Path, single_thread):
 
 def test_optuna_sweep_two_trials(tmp_path: Path, single_thread):
     sweep_dir = tmp_path / "optuna"
-    run_train(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", "debug=fast", multirun=True)
+    run_train(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", "debug=fast", *NO_IMAGES, multirun=True)
     jobs = job_dirs(sweep_dir)
     assert len(jobs) == 2 and all((job / "metrics.json").is_file() for job in jobs)
     results = OmegaConf.load(sweep_dir / "optimization_results.yaml")
@@ -246,7 +248,7 @@ def test_optuna_sweep_two_trials(tmp_path: Path, single_thread):
 
 def test_parallel_sweep_runs_jobs_in_parallel_processes(tmp_path: Path, single_thread):
     sweep_dir = tmp_path / "parallel"
-    proc = run_train(sweep_dir, "hydra/launcher=parallel", "model=self,multihead", *TINY, multirun=True)
+    proc = run_train(sweep_dir, "hydra/launcher=parallel", "model=self,multihead", *TINY, *NO_IMAGES, multirun=True)
     assert "2 at a time, each in its own process" in proc.stdout + proc.stderr
     jobs = job_dirs(sweep_dir)
     assert len(jobs) == 2 and all((job / "metrics.json").is_file() for job in jobs)
