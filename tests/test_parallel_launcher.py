@@ -103,10 +103,7 @@ def test_sigterm_stops_every_job_with_a_checkpoint_then_resume_finishes_them(tmp
         steps.append(torch.load(path, map_location="cpu", weights_only=True)["global_step"])
         assert 10 <= steps[-1] < 100000
 
-    # Resumed on the basic launcher (a resume may change it): what this test holds the parallel launcher to is the
-    # stop; resuming on it is the SIGKILL test's.
-    resumed = run_script(TRAIN, f"resume={sweep_dir}", f"max_steps={max(steps) + 20}", "hydra/launcher=basic",
-                         timeout=300)
+    resumed = run_script(TRAIN, f"resume={sweep_dir}", f"max_steps={max(steps) + 20}", timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
     assert summary["counts"] == {"ok": 2}
