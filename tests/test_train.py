@@ -17,7 +17,7 @@ from attention_lab.config import register_configs
 from attention_lab.head_scores import HEAD_SCORE_KINDS
 from attention_lab.run.files import tensorboard_dir
 from attention_lab.tensorboard_logger import tensorboard_tag
-from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, compose_config, run_train
+from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, compose_config, run_train, run_train_process
 
 MODELS = ["simple", "self", "cross", "multihead", "multihead_concat"]
 # A few real steps with validation (at steps 3 and 6) and attention maps: enough for every run-dir file.
@@ -221,7 +221,8 @@ def test_events_hold_predictions_beside_targets(events):
 @pytest.mark.serial  # two processes and a rendezvous port
 def test_ddp_sim_trains_in_two_gloo_processes(tmp_path: Path, single_thread):
     run_dir = tmp_path / "ddp"
-    proc = run_train(run_dir, "trainer=ddp_sim", *TINY)
+    # A process of its own: the spawned ranks print their lines to the process's stderr, past an in-process capture.
+    proc = run_train_process(run_dir, "trainer=ddp_sim", *TINY)
     log = proc.stdout + proc.stderr
     assert "distributed_backend=gloo" in log and "Starting with 2 processes" in log
     assert "val/seq_acc" in metrics_of(run_dir)
