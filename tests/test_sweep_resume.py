@@ -124,7 +124,7 @@ def test_optuna_resume_continues_the_study_up_to_n_trials_in_total(tmp_path):
     import optuna
 
     sweep_dir = tmp_path / "optuna"
-    run_train(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", *SMALL[1:], "max_steps=10", multirun=True)
+    run_train(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", *TINY_JOB, multirun=True)
     kept = {n: snapshot(sweep_dir / str(n)) for n in (0, 1)}
     run_script(TRAIN, f"resume={sweep_dir}", "hydra.sweeper.n_trials=3", timeout=300, check=True)
 
