@@ -340,3 +340,18 @@ def trained_induction(tmp_path_factory):
     module = instantiate(compose_config(overrides).module, vocab=saved["vocab"])
     module.load_state_dict(saved["state_dict"])
     return module.eval(), saved["batches"]
+
+
+# A sweep's jobs at their smallest: 2 steps, no images drawn at the final validation.
+TINY_JOB = ["max_steps=2", "task.train_size=64", "task.val_size=32", "~callbacks.attention_maps",
+            "~callbacks.head_score_maps", "ablation=[]"]
+
+
+@pytest.fixture(scope="session")
+def finished_sweep(tmp_path_factory) -> Path:
+    """A finished two-job basic sweep (`-m heads=1,2`, TINY_JOB), shared by the tests that read it or resume a copy
+    of it; what the sweep printed is in console.txt beside it. Treat it as read-only."""
+    def build(folder: Path) -> None:
+        proc = run_train(folder / "sweep", "heads=1,2", *TINY_JOB, multirun=True)
+        (folder / "console.txt").write_text(proc.stdout)
+    return built_once(tmp_path_factory, "finished_sweep", build) / "sweep"

@@ -8,7 +8,7 @@ import pytest
 from attention_lab.review.best_of import best_of
 from attention_lab.review.lines import series, to_markdown
 from attention_lab.review.sweep import collect_sweep, seed_groups
-from conftest import ROOT, run_script
+from conftest import ROOT, run_in_process
 from test_compare import sample_mean_std, write_job
 
 PLOT = ROOT / "scripts" / "plot_sweep.py"
@@ -80,14 +80,13 @@ def test_points_are_the_best_cells_seed_means_against_width_or_state(lr_sweep, x
 
 def test_the_script_names_the_winning_rate_in_its_table(lr_sweep, tmp_path):
     out = tmp_path / "out"
-    run_script(PLOT, str(lr_sweep), "--best-of", "lr", "--x", "state_size", "--out", str(out), timeout=120,
-               check=True)
+    run_in_process(PLOT, str(lr_sweep), "--best-of", "lr", "--x", "state_size", "--out", str(out), check=True)
     table = (out / "val_token_acc_vs_state_size.md").read_text()
     assert "0.800 ± 0.141 (n=2, lr=0.003, best of 4)" in table and (out / "val_token_acc_vs_state_size.png").is_file()
 
 
 def test_best_of_a_setting_the_sweep_does_not_vary_is_one_line(lr_sweep):
-    proc = run_script(PLOT, str(lr_sweep), "--best-of", "batch_size", timeout=120)
+    proc = run_in_process(PLOT, str(lr_sweep), "--best-of", "batch_size")
     assert proc.returncode == 1 and proc.stderr.startswith("error: batch_size is not a setting")
     assert proc.stderr.count("\n") == 1
 
@@ -112,10 +111,9 @@ def test_compare_folds_the_setting_into_one_row_per_cell(lr_sweep):
 
 def test_compare_script_writes_the_folded_table(lr_sweep, tmp_path):
     out = tmp_path / "out"
-    proc = run_script(ROOT / "scripts" / "compare.py", str(lr_sweep), "--best-of", "lr", "--metric", "val/token_acc",
-                      "--out", str(out), timeout=120, check=True)
+    proc = run_in_process(ROOT / "scripts" / "compare.py", str(lr_sweep), "--best-of", "lr", "--metric",
+                          "val/token_acc", "--out", str(out), check=True)
     assert "| `model=linear d_model=16` | 0.03 | 4 of 4 |" in (out / "compare_best_of.md").read_text()
     assert "compare_best_of.md" in proc.stdout
-    refused = run_script(ROOT / "scripts" / "compare.py", str(lr_sweep), "--best-of", "heads", "--out", str(out),
-                         timeout=120)
+    refused = run_in_process(ROOT / "scripts" / "compare.py", str(lr_sweep), "--best-of", "heads", "--out", str(out))
     assert refused.returncode == 1 and refused.stderr.startswith("error: heads is not a setting")

@@ -16,7 +16,7 @@ from PIL import Image
 from attention_lab.review.cli import ReviewError
 from attention_lab.review.compare import format_seconds, format_stat, show_groups, to_markdown
 from attention_lab.review.sweep import collect_sweep, load_summary, mean_std, seed_groups
-from conftest import ROOT, run_script, run_train, unwritable_out
+from conftest import ROOT, run_in_process, run_train, unwritable_out
 
 COMPARE = ROOT / "scripts" / "compare.py"
 
@@ -25,8 +25,8 @@ COMPARE = ROOT / "scripts" / "compare.py"
 def sweep(tmp_path_factory):
     sweep_dir = tmp_path_factory.mktemp("sweep") / "sweep"
     # Job 0 diverges at its first step (lr=1e30); job 1 trains. The sweep itself exits non-zero.
-    run_train(sweep_dir, "lr=1e30,0.003", "max_steps=60", "task.train_size=256", "task.val_size=64",
-              "~callbacks.attention_maps", multirun=True, check=False)
+    run_train(sweep_dir, "lr=1e30,0.003", "max_steps=4", "task.train_size=64", "task.val_size=32",
+              "~callbacks.attention_maps", "~callbacks.head_score_maps", "ablation=[]", multirun=True, check=False)
     assert (sweep_dir / "1" / "metrics.json").is_file(), "the good job of the sweep did not finish"
     return sweep_dir
 
@@ -39,7 +39,7 @@ def copy_of(sweep, tmp_path):
 
 def test_compare_script_reports_every_job(sweep, tmp_path):
     sweep = copy_of(sweep, tmp_path)
-    proc = run_script(COMPARE, str(sweep), timeout=120, check=True)
+    proc = run_in_process(COMPARE, str(sweep), check=True)
     rows = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines() if line.startswith("│")}
     assert "lr=1e+30" in rows["0"] and "failed" in rows["0"]
     assert "lr=0.003" in rows["1"] and " ok " in rows["1"]
@@ -58,7 +58,7 @@ def test_compare_script_reports_every_job(sweep, tmp_path):
     assert bad["val/seq_acc"] == "" and bad["error"]
     if (sweep / "sweep_summary.json").is_file():  # the sweep recorded the job's exception
         assert "diverged" in bad["error"]
-    assert "max_steps=60" in good["all_overrides"]
+    assert "max_steps=4" in good["all_overrides"]
 
     markdown = (sweep / "compare.md").read_text()
     assert "| job | overrides | status | val/seq_acc |" in markdown
@@ -99,7 +99,7 @@ def test_summary_and_run_info_are_used(sweep, tmp_path):
 
 def test_bad_sweep_dir_fails_with_one_line(tmp_path):
     for target in (tmp_path / "missing", tmp_path):
-        proc = run_script(COMPARE, str(target), timeout=60)
+        proc = run_in_process(COMPARE, str(target))
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     with pytest.raises(ReviewError, match="no job directories"):
@@ -173,7 +173,7 @@ def test_statuses_as_the_sweep_recorded_them(written_sweep):
 @pytest.mark.parametrize("case", ["existing_file", "under_a_file", "read_only_dir"])
 def test_unwritable_out_fails_with_one_line(written_sweep, tmp_path, case):
     out = unwritable_out(tmp_path, case, "reports")
-    proc = run_script(COMPARE, str(written_sweep), "--out", str(out), timeout=60)
+    proc = run_in_process(COMPARE, str(written_sweep), "--out", str(out))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"error: --out={out} "), lines[0]
@@ -183,7 +183,7 @@ def test_unwritable_out_fails_with_one_line(written_sweep, tmp_path, case):
 
 def test_out_dir_is_created(written_sweep, tmp_path):
     out = tmp_path / "reports" / "today"
-    proc = run_script(COMPARE, str(written_sweep), "--out", str(out), timeout=60, check=True)
+    proc = run_in_process(COMPARE, str(written_sweep), "--out", str(out), check=True)
     assert sorted(p.name for p in out.iterdir()) == ["compare.csv", "compare.md", "compare.png"]
     assert "2 ok, 2 failed, 1 interrupted, 1 running" in proc.stdout
 
@@ -245,7 +245,7 @@ def test_seed_groups(seed_sweep):
 
 
 def test_seed_groups_in_the_reports(seed_sweep):
-    proc = run_script(COMPARE, str(seed_sweep), timeout=60, check=True)
+    proc = run_in_process(COMPARE, str(seed_sweep), check=True)
     acc1, acc1_std = sample_mean_std([0.75, 0.8125, 0.90625])
     acc2, acc2_std = sample_mean_std([1.0, 0.984375])
     loss2, loss2_std = sample_mean_std([0.02, 0.07])

@@ -13,7 +13,7 @@ from PIL import Image
 
 from attention_lab.review.compare import write_reports
 from attention_lab.review.sweep import collect_sweep
-from conftest import ROOT, run_script
+from conftest import ROOT, run_in_process
 from test_compare import write_job
 
 COMPARE = ROOT / "scripts" / "compare.py"
@@ -29,7 +29,7 @@ def two_jobs(sweep, metrics0: str, metrics1: str | None = None):
 
 
 def compare(sweep, *args):
-    proc = run_script(COMPARE, str(sweep), *args, timeout=120)
+    proc = run_in_process(COMPARE, str(sweep), *args)
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
     assert sorted(p.name for p in sweep.glob("compare.*")) == ["compare.csv", "compare.md", "compare.png"]
     with Image.open(sweep / "compare.png") as image:

@@ -5,21 +5,25 @@ fork server do not outlive it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
-from conftest import QUIET, ROOT, TRAIN, run_script, script_env, wait_until
+from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env, wait_until
 
 # Tiny runs; a checkpoint every 10 steps. Job 1 trains until it is stopped.
-SMALL = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10", "~callbacks.attention_maps",
-         "~callbacks.early_stopping", "hydra/launcher=parallel", "hydra.launcher.n_jobs=2"]
+SMALL = ["task.train_size=256", "task.val_size=32", "trainer.val_check_interval=10", "~callbacks.attention_maps",
+         "~callbacks.early_stopping", "~callbacks.head_score_maps", "ablation=[]", "hydra/launcher=parallel",
+         "hydra.launcher.n_jobs=2"]
 
 
 def start_sweep(sweep_dir: Path, *overrides: str) -> subprocess.Popen:
@@ -43,14 +47,29 @@ def finish(proc: subprocess.Popen, timeout: float = 240) -> str:
             proc.kill()
 
 
+def kill_when_running(job_dir: Path, killed: list[int], timeout: float = 240) -> None:
+    """SIGKILL the job of ``job_dir`` once its record says it runs, as the out-of-memory killer would; its pid goes
+    to ``killed``."""
+    deadline = time.monotonic() + timeout
+    while info(job_dir).get("status") != "running" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if "pid" in info(job_dir):
+        killed.append(info(job_dir)["pid"])
+        with contextlib.suppress(ProcessLookupError):  # ended by itself: the test's assertions say so
+            os.kill(killed[0], signal.SIGKILL)
+
+
+@pytest.mark.timeout(300)  # were job 1 never killed, it would train on
 def test_a_killed_job_fails_alone(tmp_path):
+    """The sweep runs in this process (the kill is its job's, not its own); the killer waits in a thread."""
     sweep_dir = tmp_path / "sweep"
-    proc = start_sweep(sweep_dir, "max_steps=60,100000")
-    wait_until(lambda: info(sweep_dir / "1").get("status") == "running", proc, "job 1 running")
-    pid = info(sweep_dir / "1")["pid"]
-    assert pid != proc.pid, "each job runs in a process of its own"
-    os.kill(pid, signal.SIGKILL)  # as the out-of-memory killer does
-    stderr = finish(proc)
+    killed: list[int] = []
+    killer = threading.Thread(target=kill_when_running, args=(sweep_dir / "1", killed), daemon=True)
+    killer.start()
+    proc = run_train(sweep_dir, "max_steps=60,100000", *SMALL, multirun=True, check=False)
+    killer.join()
+    stderr = proc.stderr
+    assert killed and killed[0] != os.getpid(), "each job runs in a process of its own"
     assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
     errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 2 and "job 1" in errors[0] and "killed by SIGKILL" in errors[0], stderr[-3000:]

@@ -9,7 +9,7 @@ from PIL import Image
 
 from attention_lab.review.lines import series
 from attention_lab.review.sweep import collect_sweep
-from conftest import ROOT, run_script
+from conftest import ROOT, run_in_process
 from test_compare import sample_mean_std, write_job
 
 PLOT = ROOT / "scripts" / "plot_sweep.py"
@@ -53,7 +53,7 @@ def test_points_are_the_seed_means_and_sample_stds(mixer_sweep):
 
 def test_the_script_writes_the_png_and_the_table(mixer_sweep, tmp_path):
     out = tmp_path / "out"
-    proc = run_script(PLOT, str(mixer_sweep), "--out", str(out), timeout=120, check=True)
+    proc = run_in_process(PLOT, str(mixer_sweep), "--out", str(out), check=True)
     png, md = out / "val_token_acc_vs_d_model.png", out / "val_token_acc_vs_d_model.md"
     with Image.open(png) as image:
         assert image.format == "PNG" and image.size == (640, 440)
@@ -66,6 +66,6 @@ def test_the_script_writes_the_png_and_the_table(mixer_sweep, tmp_path):
 
 @pytest.mark.parametrize(("args", "named"), [(["--x", "heads"], "heads"), (["--metric", "val/nothing"], "val/nothing")])
 def test_a_setting_or_metric_the_sweep_lacks_is_one_line(mixer_sweep, tmp_path, args, named):
-    proc = run_script(PLOT, str(mixer_sweep), "--out", str(tmp_path), *args, timeout=120)
+    proc = run_in_process(PLOT, str(mixer_sweep), "--out", str(tmp_path), *args)
     assert proc.returncode == 1 and named in proc.stderr and proc.stderr.count("\n") == 1
     assert json.loads((mixer_sweep / "0" / "metrics.json").read_text())["val/token_acc"] == 0.9  # left as it was

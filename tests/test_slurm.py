@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from conftest import QUIET, ROOT, TRAIN, run_script, run_train_process, script_env
+from conftest import QUIET, ROOT, TRAIN, run_in_process, run_train, script_env
 
 # One cluster for the whole machine, and jobs that need its cores: run after the parallel tests (conftest.py).
 pytestmark = pytest.mark.serial
@@ -29,10 +29,12 @@ SLURM_DIR = ROOT / "scripts" / "slurm"
 STATE_DIR = Path(os.environ.get("ATTENTION_LAB_SLURM_DIR", "/tmp/attention-lab-slurm"))
 NEEDED = ("sbatch", "squeue", "sacct", "scancel", "slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd")
 LAUNCHER = "hydra/launcher=slurm_local"
-TINY = ["model=self", "max_steps=30", "task.train_size=256", "task.val_size=64", "~callbacks.attention_maps"]
+STEPS = 10
+NO_IMAGES = ["~callbacks.attention_maps", "~callbacks.head_score_maps", "ablation=[]"]
+TINY = ["model=self", f"max_steps={STEPS}", "task.train_size=64", "task.val_size=32", *NO_IMAGES]
 # Trains until a signal stops it: no early stopping, more steps than any test waits for.
-ENDLESS = ["model=self", "max_steps=1000000", "task.train_size=256", "task.val_size=64",
-           "~callbacks.attention_maps", "~callbacks.early_stopping"]
+ENDLESS = ["model=self", "max_steps=1000000", "task.train_size=256", "task.val_size=32", *NO_IMAGES,
+           "~callbacks.early_stopping"]
 CLUSTER_WAIT_S = 1800  # another suite's SLURM tests take a few minutes
 SWEEP_TIMEOUT = 180  # seconds; submitit notices a job that ended without a result within half the job's age
 
@@ -154,9 +156,9 @@ def test_a_sweep_runs_its_jobs_through_sbatch(tmp_path: Path):
     assert (summary["total"], summary["counts"]) == (2, {"ok": 2})
     for row in summary["jobs"]:
         job_dir = Path(row["output_dir"])
-        assert row["status"] == "ok" and row["metrics"]["global_step"] == 30
+        assert row["status"] == "ok" and row["metrics"]["global_step"] == STEPS
         assert read(job_dir / "run_info.json")["status"] == "ok"
-        assert read(job_dir / "metrics.json")["global_step"] == 30
+        assert read(job_dir / "metrics.json")["global_step"] == STEPS
         assert (job_dir / "checkpoints" / "last.ckpt").is_file() and (job_dir / ".hydra" / "config.yaml").is_file()
         assert list(job_dir.glob("tensorboard/**/events.out.tfevents.*"))
 
@@ -216,7 +218,7 @@ def test_a_job_past_its_time_limit_is_recorded_and_resumes(tmp_path: Path):
 
     step = checkpoint_step(job_dir / "checkpoints" / "last.ckpt")
     assert step > 0
-    run_script(TRAIN, f"resume={job_dir}", f"max_steps={step + 20}", check=True)
+    run_in_process(TRAIN, f"resume={job_dir}", f"max_steps={step + 20}", check=True)  # a run dir: no relaunch
     info = read(job_dir / "run_info.json")
     assert (info["status"], info["attempts"]) == ("ok", 2)
     assert read(job_dir / "metrics.json")["global_step"] == step + 20
@@ -238,6 +240,6 @@ def test_ddp_over_two_slurm_tasks_gives_the_metrics_of_one_process(tmp_path: Pat
     assert len(list((sweep_dir / ".submitit").glob("*/*_result.pkl"))) == 2
     assert read(job_dir / "run_info.json")["status"] == "ok"
     single = tmp_path / "single"
-    run_train_process(single, *TINY)
+    run_train(single, *TINY)
     assert sorted(read(job_dir / "metrics.json")) == sorted(read(single / "metrics.json"))
-    assert read(job_dir / "metrics.json")["global_step"] == 30
+    assert read(job_dir / "metrics.json")["global_step"] == STEPS

@@ -13,7 +13,8 @@ import torch
 
 from conftest import ROOT, run_train
 
-SMALL = ["max_steps=4", "task.train_size=128", "task.val_size=32", "~callbacks.attention_maps"]
+SMALL = ["max_steps=4", "task.train_size=128", "task.val_size=32", "~callbacks.attention_maps",
+         "~callbacks.head_score_maps", "ablation=[]"]
 
 
 def test_failed_jobs_are_recorded_and_the_others_run(tmp_path):

@@ -8,15 +8,14 @@ from __future__ import annotations
 import json
 import shutil
 
-from conftest import QUIET, ROOT, TRAIN, run_script, run_train
+from conftest import QUIET, ROOT, TINY_JOB, TRAIN, run_in_process, run_script, run_train
 
-TINY = ["max_steps=4", "task.train_size=128", "task.val_size=32", "~callbacks.attention_maps"]
 FOLD_LINE = "folded: model=self heads=2 into job 0 (model=self heads=1): with model=self, nothing reads heads"
 
 
 def test_a_folded_sweep_runs_each_job_once_and_resumes_with_the_same_plan(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    proc = run_train(sweep_dir, "model=self,multihead", "heads=1,2", *TINY, multirun=True)
+    proc = run_train(sweep_dir, "model=self,multihead", "heads=1,2", *TINY_JOB, multirun=True)
     output = proc.stdout + proc.stderr
     assert output.count("folded: ") == 1 and FOLD_LINE in output
     assert output.index(FOLD_LINE) < output.index("#0 : model=self heads=1")
@@ -30,7 +29,7 @@ def test_a_folded_sweep_runs_each_job_once_and_resumes_with_the_same_plan(tmp_pa
     assert fold["into"] == 0 and fold["reason"] == "with model=self, nothing reads heads"
     assert fold["overrides"][:2] == ["model=self", "heads=2"] and fold["into_overrides"][:2] == ["model=self", "heads=1"]
 
-    report = run_script(ROOT / "scripts" / "compare.py", str(sweep_dir), "--out", str(tmp_path))
+    report = run_in_process(ROOT / "scripts" / "compare.py", str(sweep_dir), "--out", str(tmp_path))
     assert report.returncode == 0, report.stderr[-2000:]
     assert "folded: model=self heads=2 into job 0: with model=self, nothing reads heads" in report.stdout
     assert "folded: model=self heads=2 into job 0" in (tmp_path / "compare.md").read_text()
@@ -51,7 +50,7 @@ def test_a_folded_sweep_runs_each_job_once_and_resumes_with_the_same_plan(tmp_pa
 
 def test_a_folded_sweep_with_an_impossible_job_is_refused_before_anything_runs(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    proc = run_train(sweep_dir, "model=self,multihead", "heads=1,5", *TINY, multirun=True, check=False)
+    proc = run_train(sweep_dir, "model=self,multihead", "heads=1,5", *TINY_JOB, multirun=True, check=False)
     assert proc.returncode == 1
     (line,) = proc.stderr.strip().splitlines()  # the config rules' own line for heads=5 (their wording is theirs)
     assert line.startswith("error: heads=5 ") and "model=multihead" in line and "d_model=48" in line

@@ -5,17 +5,18 @@ status say what is left. An Optuna sweep continues its study up to n_trials comp
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import QUIET, ROOT, TRAIN, run_script, run_train_process, script_env, signal_when
+from conftest import QUIET, ROOT, TINY_JOB, TRAIN, run_in_process, run_script, run_train, script_env, signal_when
 from test_errors import assert_one_line_error
 
-SMALL = ["max_steps=60", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10",
-         "~callbacks.attention_maps", "~callbacks.early_stopping"]
+SMALL = ["max_steps=60", "task.train_size=256", "task.val_size=32", "trainer.val_check_interval=10",
+         "~callbacks.attention_maps", "~callbacks.early_stopping", "~callbacks.head_score_maps", "ablation=[]"]
 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -29,6 +30,17 @@ def summary(sweep_dir: Path) -> dict[int, dict]:
 
 def error_lines(proc: subprocess.CompletedProcess) -> list[str]:
     return [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+
+
+def refused_resume(monkeypatch, sweep_dir: Path, *added: str) -> subprocess.CompletedProcess:
+    """``resume=<sweep dir>`` that must be refused before the command relaunches itself as the sweep's command
+    line (an exec, which only a process of its own survives): run in this process, where a relaunch fails the test
+    instead of replacing it."""
+    def relaunch(path: str, args: list[str]) -> None:
+        raise AssertionError(f"resume={sweep_dir} was relaunched as {args[2:]} instead of refused")
+
+    monkeypatch.setattr(os, "execv", relaunch)
+    return run_in_process(TRAIN, f"resume={sweep_dir}", *added)
 
 
 def interrupted_sweep(sweep_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -89,21 +101,21 @@ def fake_sweep(tmp_path: Path, task: list[str], hydra: list[str]) -> Path:
     return sweep_dir
 
 
-def test_resume_of_a_sweep_adds_only_training_length(tmp_path):
+def test_resume_of_a_sweep_adds_only_training_length(tmp_path, monkeypatch):
     sweep_dir = fake_sweep(tmp_path, ["heads=1,2", "max_steps=5"], ["hydra.sweep.dir=x", "hydra.mode=MULTIRUN"])
-    proc = run_script(TRAIN, f"resume={sweep_dir}", "heads=4", timeout=120)
+    proc = refused_resume(monkeypatch, sweep_dir, "heads=4")
     assert_one_line_error(proc, "heads=4", f"resume={sweep_dir}", "max_steps")
     assert sorted(p.name for p in sweep_dir.iterdir()) == ["multirun.yaml"]
 
 
-def test_a_tampered_sweep_record_runs_nothing(tmp_path):
+def test_a_tampered_sweep_record_runs_nothing(tmp_path, monkeypatch):
     marker = tmp_path / "marker"
     sweep_dir = fake_sweep(tmp_path, ["heads=1,2", "+callbacks.z._target_=os.system",
                                       f"+callbacks.z.command='touch {marker}'"], [])
-    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=120)
+    proc = refused_resume(monkeypatch, sweep_dir)
     assert_one_line_error(proc, f"resume={sweep_dir}", "os.system")
     sweep_dir = fake_sweep(tmp_path / "b", ["heads=1,2"], ["hydra.callbacks.z._target_=os.system"])
-    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=120)
+    proc = refused_resume(monkeypatch, sweep_dir)
     assert_one_line_error(proc, f"resume={sweep_dir}", "hydra.callbacks.z._target_=os.system")
     assert not marker.exists() and sorted(p.name for p in sweep_dir.iterdir()) == ["multirun.yaml"]
 
@@ -112,8 +124,7 @@ def test_optuna_resume_continues_the_study_up_to_n_trials_in_total(tmp_path):
     import optuna
 
     sweep_dir = tmp_path / "optuna"
-    run_train_process(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", *SMALL[1:], "max_steps=10",
-              multirun=True)
+    run_train(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", *TINY_JOB, multirun=True)
     kept = {n: snapshot(sweep_dir / str(n)) for n in (0, 1)}
     run_script(TRAIN, f"resume={sweep_dir}", "hydra.sweeper.n_trials=3", timeout=300, check=True)
 
@@ -129,7 +140,7 @@ def test_optuna_resume_continues_the_study_up_to_n_trials_in_total(tmp_path):
 
 
 def test_a_job_dir_that_holds_another_jobs_run_is_left_alone(tmp_path):
-    tiny = ["max_steps=5", "task.train_size=128", "task.val_size=32", "~callbacks.attention_maps", *QUIET]
+    tiny = [*TINY_JOB, *QUIET]
     sweep_dir = fake_sweep(tmp_path, ["heads=1,2", *tiny], [])
     other = sweep_dir / "0"
     (other / ".hydra").mkdir(parents=True)

@@ -16,26 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TRAIN, run_script, run_train_process, script_env, wait_until
-from test_sweep_resume import error_lines, snapshot, summary
+from conftest import ROOT, TRAIN, run_in_process, run_script, script_env, wait_until
+from test_sweep_resume import error_lines, refused_resume, snapshot, summary
 
 COMPARE = ROOT / "scripts" / "compare.py"
-TINY = ["max_steps=2", "task.train_size=64", "task.val_size=32", "~callbacks.attention_maps"]
 # What a resume adds: job 1 trains again for long enough to be caught while it trains.
 LONGER = "max_steps=60"
 DISK_MIB = 32  # see small_disk
 
 
-@pytest.fixture(scope="module")
-def finished_sweep(tmp_path_factory) -> Path:
-    """A finished two-job sweep (heads=1,2), shared read-only: each test resumes a copy."""
-    sweep_dir = tmp_path_factory.mktemp("finished_sweep") / "sweep"
-    run_train_process(sweep_dir, "heads=1,2", *TINY, multirun=True)
-    return sweep_dir
-
-
 def with_job_1_failed(finished: Path, where: Path) -> tuple[Path, str]:
-    """A copy of the sweep whose job 1 failed; returns it and job 1's record as it was (ok)."""
+    """A copy of ``finished`` (conftest's finished_sweep) whose job 1 failed; returns it and job 1's record as it
+    was (ok)."""
     sweep_dir = where / "sweep"
     shutil.copytree(finished, sweep_dir, symlinks=True)
     info_path = sweep_dir / "1" / "run_info.json"
@@ -57,18 +49,18 @@ def stopped_in_job_1(proc: subprocess.Popen, sweep_dir: Path) -> None:
 
 
 def compare_statuses(sweep_dir: Path) -> list[str]:
-    run_script(COMPARE, str(sweep_dir), timeout=120, check=True)
+    run_in_process(COMPARE, str(sweep_dir), check=True)
     with (sweep_dir / "compare.csv").open(newline="") as f:
         return [row["status"] for row in csv.DictReader(f)]
 
 
-def test_a_second_resume_at_once_is_busy_and_leaves_nothing_behind(finished_sweep, tmp_path):
+def test_a_second_resume_at_once_is_busy_and_leaves_nothing_behind(finished_sweep, tmp_path, monkeypatch):
     sweep_dir, _ = with_job_1_failed(finished_sweep, tmp_path)
     first = resume(sweep_dir, LONGER)
     try:
         stopped_in_job_1(first, sweep_dir)
         before = snapshot(sweep_dir)  # the first is stopped: nothing changes but what the second would write
-        second = run_script(TRAIN, f"resume={sweep_dir}", timeout=120)
+        second = refused_resume(monkeypatch, sweep_dir)
         after = snapshot(sweep_dir)
     finally:
         first.send_signal(signal.SIGCONT)
@@ -150,7 +142,8 @@ def test_a_disk_that_fills_during_a_resumed_sweep_ends_in_one_line(finished_swee
     assert {n: row["status"] for n, row in summary(sweep_dir).items()} == {0: "ok", 1: "ok"}
 
 
-def test_a_read_only_job_dir_ends_a_resume_in_one_line_before_anything_changes(finished_sweep, tmp_path):
+def test_a_read_only_job_dir_ends_a_resume_in_one_line_before_anything_changes(finished_sweep, tmp_path,
+                                                                             monkeypatch):
     """A read-only mount binds root too (chmod does not)."""
     sweep_dir, _ = with_job_1_failed(finished_sweep, tmp_path)
     job_dir = sweep_dir / "1"
@@ -159,7 +152,7 @@ def test_a_read_only_job_dir_ends_a_resume_in_one_line_before_anything_changes(f
     try:
         subprocess.run(["mount", "-o", "remount,ro,bind", str(job_dir)], check=True)
         before = snapshot(sweep_dir)
-        proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=120)
+        proc = refused_resume(monkeypatch, sweep_dir)
         after = snapshot(sweep_dir)
     finally:
         subprocess.run(["umount", str(job_dir)], check=True)

@@ -17,13 +17,15 @@ from attention_lab.config import register_configs
 from attention_lab.files import tensorboard_dir
 from attention_lab.head_scores import HEAD_SCORE_KINDS
 from attention_lab.tensorboard_logger import tensorboard_tag
-from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, compose_config, run_train
+from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, compose_config, run_train, run_train_process
 
 MODELS = ["simple", "self", "cross", "multihead", "multihead_concat"]
 # A few real steps with validation (at steps 3 and 6) and attention maps: enough for every run-dir file.
 TINY = ["max_steps=6", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=3",
         "log_attention_every_n_steps=3"]
 PNG = b"\x89PNG\r\n\x1a\n"
+# Where a test reads no image: the final validation draws none.
+NO_IMAGES = ["~callbacks.attention_maps", "~callbacks.head_score_maps", "ablation=[]"]
 
 
 def job_dirs(sweep_dir: Path) -> list[Path]:
@@ -219,7 +221,8 @@ def test_events_hold_predictions_beside_targets(events):
 @pytest.mark.serial  # two processes and a rendezvous port
 def test_ddp_sim_trains_in_two_gloo_processes(tmp_path: Path, single_thread):
     run_dir = tmp_path / "ddp"
-    proc = run_train(run_dir, "trainer=ddp_sim", *TINY)
+    # A process of its own: the spawned ranks print their lines to the process's stderr, past an in-process capture.
+    proc = run_train_process(run_dir, "trainer=ddp_sim", *TINY)
     log = proc.stdout + proc.stderr
     assert "distributed_backend=gloo" in log and "Starting with 2 processes" in log
     assert "val/seq_acc" in metrics_of(run_dir)
@@ -234,7 +237,7 @@ def test_ddp_sim_trains_in_two_gloo_processes(tmp_path: Path, single_thread):
 
 def test_optuna_sweep_two_trials(tmp_path: Path, single_thread):
     sweep_dir = tmp_path / "optuna"
-    run_train(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", "debug=fast", multirun=True)
+    run_train(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", "debug=fast", *NO_IMAGES, multirun=True)
     jobs = job_dirs(sweep_dir)
     assert len(jobs) == 2 and all((job / "metrics.json").is_file() for job in jobs)
     results = OmegaConf.load(sweep_dir / "optimization_results.yaml")
@@ -246,7 +249,7 @@ def test_optuna_sweep_two_trials(tmp_path: Path, single_thread):
 
 def test_parallel_sweep_runs_jobs_in_parallel_processes(tmp_path: Path, single_thread):
     sweep_dir = tmp_path / "parallel"
-    proc = run_train(sweep_dir, "hydra/launcher=parallel", "model=self,multihead", *TINY, multirun=True)
+    proc = run_train(sweep_dir, "hydra/launcher=parallel", "model=self,multihead", *TINY, *NO_IMAGES, multirun=True)
     assert "2 at a time, each in its own process" in proc.stdout + proc.stderr
     jobs = job_dirs(sweep_dir)
     assert len(jobs) == 2 and all((job / "metrics.json").is_file() for job in jobs)
