@@ -106,7 +106,8 @@ def test_every_combination_builds_or_is_rejected_naming_the_setting(model, posit
     if rejected:
         with pytest.raises(ConfigError) as err:
             validate(cfg)
-        assert rejected in str(err.value) and "\n" not in str(err.value)
+        assert str(err.value).startswith(f"{rejected} is invalid for model={model}: "), str(err.value)
+        assert "\n" not in str(err.value)
         return
     validate(cfg)
     module = hydra.utils.instantiate(cfg.module, vocab=VOCAB)
