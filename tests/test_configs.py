@@ -34,41 +34,61 @@ MODELS = options("model")
 TASK_NAMES = options("task")
 MASKS = [m.value for m in Mask]
 
-# Every (model, task, mask) combination validate() must reject, and why. Rules are tried in order (the
-# order of validate's checks); the first match gives the text the one-line error must contain. Any
-# combination no rule matches must be accepted. `None` matches anything.
-REJECTION_RULES: list[tuple[tuple[str | None, str | None, str | None], str, str]] = [
-    ((None, "next_word", "none"), "mask=none",
-     "next_word without a causal mask: each position would see the word it must predict"),
-    ((None, "next_word", "padding"), "mask=padding",
-     "next_word: masking <pad> keys still lets each position see the word it must predict"),
-    (("cross", "next_word", "causal"), "task=next_word",
-     "cross is encoder-decoder: language modelling has no source sequence to attend to"),
-    ((None, "induction", "none"), "mask=none",
-     "induction without a causal mask: each position of the repeat would see the word it must predict"),
-    ((None, "induction", "padding"), "mask=padding",
-     "induction: masking <pad> keys still lets each position see the word it must predict"),
-    (("cross", "induction", "causal"), "task=induction",
-     "cross is encoder-decoder: its decoder cannot be causal, and induction needs a causal mask"),
-    (("cross", None, "causal"), "mask=causal",
-     "cross: the decoder's queries attend to the whole encoded source; causal masking has no meaning there"),
-    *(((model, None, mask), f"mask={mask}",
-        f"{model} is a recurrence: each position updates a state that only later positions read")
-      for model in MODELS if ATTENTION_REGISTRY[model].causal_only for mask in ("none", "padding")),
-]
+
+def task_masks(task: str) -> list[str]:
+    """The masks a task can be learned with: its yaml's `masks`, else every mask (TaskConfig's default)."""
+    return list(OmegaConf.load(CONFIG_DIR / "task" / f"{task}.yaml").get("masks", MASKS))
+
+
+TASK_MASKS = {task: task_masks(task) for task in TASK_NAMES}
+
+
+def model_masks(model: str) -> list[str]:
+    """The masks a variant takes, from what its class declares: a causal mask compares positions of one sequence
+    (not an encoder-decoder's, takes_source); a recurrence (causal_only) reads only the positions before."""
+    facts = ATTENTION_REGISTRY[model]
+    return [m for m in MASKS if (not facts.takes_source if m == "causal" else not facts.causal_only)]
 
 
 def expected_rejection(model: str, task: str, mask: str) -> tuple[str, str] | None:
-    for pattern, setting, why in REJECTION_RULES:
-        if all(p is None or p == v for p, v in zip(pattern, (model, task, mask), strict=True)):
-            return setting, why
+    """How the one line of a combination that cannot work starts, and the rule it stands for (the task's masks,
+    checked first; a task whose masks the variant takes none of; the variant's masks), or None: accepted."""
+    if mask not in TASK_MASKS[task]:
+        return f"mask={mask} is invalid for task={task}", "task_masks"
+    if mask not in model_masks(model):
+        if not set(TASK_MASKS[task]) & set(model_masks(model)):
+            return f"task={task} is invalid for model={model}", "no_mask_in_common"
+        return f"mask={mask} is invalid for model={model}", "variant_masks"
     return None
 
 
 COMBINATIONS = list(itertools.product(MODELS, TASK_NAMES, MASKS))
-ACCEPTED = [c for c in COMBINATIONS if expected_rejection(*c) is None]
-REJECTED = [pytest.param(*c, *expected_rejection(*c), id=f"{'-'.join(c)}:{expected_rejection(*c)[0]}")
-            for c in COMBINATIONS if expected_rejection(*c) is not None]
+
+
+def rows() -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """One row per distinct rule or code path, not the whole product: accepted, each variant with each mask it
+    takes once (its forward pass under that mask), the tasks taking turns, and each task at least once (its
+    composition); rejected, each rule once per what it names: the task's masks per task, the variant's per
+    variant. The values a rule does not branch on take turns."""
+    accepted, rejected, groups = [], [], {}
+    for model, mask in itertools.product(MODELS, MASKS):
+        tasks = [task for task in TASK_NAMES if expected_rejection(model, task, mask) is None]
+        if tasks:
+            accepted.append((model, tasks[len(accepted) % len(tasks)], mask))
+    for task in sorted(set(TASK_NAMES) - {task for _, task, _ in accepted}):
+        model, mask = next((m, k) for m, k in itertools.product(MODELS, MASKS) if not expected_rejection(m, task, k))
+        accepted.append((model, task, mask))
+    for combination in COMBINATIONS:
+        _, rule = expected_rejection(*combination) or (None, None)
+        if rule:
+            named = combination[1] if rule == "task_masks" else combination[0]
+            groups.setdefault((rule, named), []).append(combination)
+    for n, group in enumerate(groups.values()):
+        rejected.append(group[n % len(group)])
+    return accepted, rejected
+
+
+ACCEPTED, REJECTED = rows()
 
 
 def combo_overrides(model: str, task: str, mask: str) -> list[str]:
@@ -80,11 +100,19 @@ def test_the_groups_offer_every_variant_and_task():
     assert TASK_NAMES == sorted(TASK_REGISTRY)
     # The lab's 15 models x 7 tasks x 3 masks: 107 of them cannot work (30 next_word and 30 induction without a
     # causal mask, 7 cross with one, 40 of the four recurrences without one on the other five tasks). Counted from
-    # the groups, so that a variant or task added in its own file (tests/test_extension.py) is counted too.
-    models, tasks = len(MODELS), len(TASK_NAMES)
+    # the groups and the classes' facts, so that a variant or task added in its own file (tests/test_extension.py)
+    # is counted too.
+    causal_tasks = [task for task in TASK_NAMES if TASK_MASKS[task] == ["causal"]]
+    encoder_decoders = sum(ATTENTION_REGISTRY[model].takes_source for model in MODELS)
     recurrences = sum(ATTENTION_REGISTRY[model].causal_only for model in MODELS)
-    assert len(COMBINATIONS) == models * tasks * 3
-    assert len(REJECTED) == 2 * models * 2 + tasks + recurrences * (tasks - 2) * 2
+    models, tasks, others = len(MODELS), len(TASK_NAMES), len(TASK_NAMES) - len(causal_tasks)
+    assert {"next_word", "induction"} <= set(causal_tasks) and encoder_decoders and recurrences
+    rejected = [c for c in COMBINATIONS if expected_rejection(*c)]
+    assert len(rejected) == len(causal_tasks) * models * 2 + encoder_decoders * tasks + recurrences * others * 2
+    # The rows kept cover every variant with every mask it takes, every task, and every rule once per what it names.
+    assert {(m, k) for m, _, k in ACCEPTED} == {(m, k) for m, t, k in COMBINATIONS if not expected_rejection(m, t, k)}
+    assert {t for _, t, _ in ACCEPTED} == set(TASK_NAMES)
+    assert len(REJECTED) == len(causal_tasks) + encoder_decoders * 2 + recurrences
 
 
 @pytest.mark.parametrize(("model", "task", "mask"), ACCEPTED, ids=["-".join(c) for c in ACCEPTED])
@@ -114,13 +142,15 @@ def test_accepted_combination_composes_validates_and_builds(model, task, mask):
         assert all(w[1, :, :, 2:].abs().max() == 0 for w in weights)
 
 
-@pytest.mark.parametrize(("model", "task", "mask", "setting", "why"), REJECTED)
-def test_rejected_combination_fails_with_one_line_naming_the_setting(model, task, mask, setting, why):
+@pytest.mark.parametrize(("model", "task", "mask"), REJECTED,
+                         ids=[f"{'-'.join(c)}:{expected_rejection(*c)[1]}" for c in REJECTED])
+def test_rejected_combination_fails_with_one_line_naming_the_setting(model, task, mask):
     cfg = compose_config(combo_overrides(model, task, mask))  # composes: the types are fine ...
     with pytest.raises(ConfigError) as err:  # ... the combination is not
         validate(cfg)
     message = str(err.value)
-    assert setting in message, f"expected the error to name {setting} ({why}); got: {message}"
+    start, rule = expected_rejection(model, task, mask)
+    assert message.startswith(start), f"expected the error to start with {start!r} ({rule}); got: {message}"
     assert "\n" not in message
 
 
@@ -185,18 +215,14 @@ def test_typos_and_wrong_types_fail_at_compose_time(overrides, named):
     assert named in text
 
 
+# The variants and the tasks compose and validate in ACCEPTED's rows (each of them at least once).
 @pytest.mark.parametrize(("group", "option"), [
     (group, option)
-    for group in ("model", "task", "block", "trainer", "logger", "callbacks", "experiment", "hparams_search", "debug")
+    for group in ("block", "trainer", "logger", "callbacks", "experiment", "hparams_search", "debug")
     for option in options(group)
 ])
 def test_every_group_option_composes_and_validates(group, option):
-    # task=next_word or induction alone keeps the default mask=padding, rejected above: they need mask=causal,
-    # as do the recurrences (the variants whose class declares causal_only).
-    needs_causal = (group, option) in (("task", "next_word"), ("task", "induction")) or (
-        group == "model" and ATTENTION_REGISTRY[option].causal_only)
-    extra = ["mask=causal"] if needs_causal else []
-    validate(compose_config([f"{group}={option}", *extra]))
+    validate(compose_config([f"{group}={option}"]))
 
 
 def test_trainer_presets():

@@ -1,7 +1,8 @@
 """A new attention variant is one file under attention/ plus one yaml under configs/model/, and a new task is one
 file under data/tasks/ plus one yaml under configs/task/: no other edit, also when each has an option of its own
 (``model.options.<name>``, ``task.options.<name>``). Checked on a copy of the project: it trains, the options reach
-the code, a bad option is one line, and the test files that enumerate the variants and tasks still pass on it."""
+the code, a bad option is one line, the test files that enumerate the variants and tasks pass on it, and (slow) so
+does the whole default suite."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, ROOT, script_env
+from conftest import ROOT, script_env
 
 VARIANT = '''
 """Self-attention on unit-length keys, and queries (unit=queries_and_keys) or not (unit=keys): the scores are
@@ -79,46 +80,72 @@ defaults:
 name: rotate
 '''
 
-# Run in the copy: the trained run's own config, built again, hands the options to the task's data and the
-# variant's blocks; the same config without task.options.shift builds the class's default (1). It prints what they
-# hold; the test compares that with an independent rotation.
-READ_BACK = '''
+# Run in the copy, in one process: scripts/train.py's __main__ (the copy's conftest.run_in_process: exit status and
+# console) trains once with both options set and is refused once per bad option. Then the trained run's own config,
+# built again, hands the options to the task's data and the variant's blocks, and the same config without
+# task.options.shift builds the class's default (1). It prints what it saw; the test compares that with an
+# independent rotation.
+DRIVER = '''
 import json, sys
+from pathlib import Path
+
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
-from attention_lab.config import register_configs
 
-register_configs()
-cfg = OmegaConf.load(sys.argv[1])
-shown = {"units": [block.attention.unit for block in instantiate(cfg.module, vocab=["w"] * 20).model.blocks]}
-for shift in (cfg.task.options.shift, None):
-    if shift is None:
-        del cfg.task.options["shift"]
-    data = instantiate(cfg.data)
-    data.setup()
-    inputs, targets = data.train_set.tensors
-    shown[str(shift)] = {"inputs": inputs[:50].tolist(), "targets": targets[:50].tolist()}
-print(json.dumps(shown))
+sys.path.insert(0, "tests")
+from conftest import run_train  # the copy's
+
+out = Path(sys.argv[1])
+seen = {}
+for n, override in enumerate(json.loads(sys.argv[2])):
+    proc = run_train(out / f"bad{n}", "model=cosine", "task=rotate", override, check=False)
+    seen[override] = {"returncode": proc.returncode, "stderr": proc.stderr, "created": (out / f"bad{n}").exists()}
+proc = run_train(out / "run", "model=cosine", "task=rotate", "max_steps=4", "task.train_size=64", "task.val_size=32",
+                 "~callbacks.attention_maps", "~callbacks.head_score_maps", "ablation=[]",
+                 "model.options.unit=keys", "task.options.shift=2", check=False)
+seen["train"] = {"returncode": proc.returncode, "stderr": proc.stderr[-3000:]}
+if proc.returncode == 0:
+    cfg = OmegaConf.load(out / "run" / ".hydra" / "config.yaml")
+    seen["units"] = [block.attention.unit for block in instantiate(cfg.module, vocab=["w"] * 20).model.blocks]
+    for shift in (cfg.task.options.shift, None):
+        if shift is None:
+            del cfg.task.options["shift"]
+        data = instantiate(cfg.data)
+        data.setup()
+        inputs, targets = data.train_set.tensors
+        seen[str(shift)] = {"inputs": inputs[:50].tolist(), "targets": targets[:50].tolist()}
+print(json.dumps(seen))
 '''
 
-# The tests that enumerate the variants or the tasks (from the registries or configs/), run on the copy: those of
-# the new variant and task (by their names), and those that check every variant or task at once. The whole default
-# suite on the copy takes as long as on the project; these are the tests a new name can break.
-REGISTRY_TESTS = ["tests/test_configs.py", "tests/test_errors.py", "tests/test_variant_facts.py",
-                  "tests/test_attention_variants.py", "tests/test_state_size.py", "tests/test_tensorboard_tab.py",
-                  "tests/test_gradcheck.py"]
-SELECTED = ("cosine or rotate or groups_offer or compose_errors or declarations_match or source_reader or "
-            "every_tasks_kind or gradcheck")
+BAD_OPTIONS = {
+    "task.options.shift=two": "error: task.options.shift=two is invalid for task=rotate: it must be of type int",
+    "task.options.shfit=2": "error: task.options.shfit=2 is invalid for task=rotate: rotate has no option 'shfit'; "
+                            "did you mean task.options.shift? (its options: shift)",
+    "model.options.unit=queries": "error: model.options.unit=queries is invalid for model=cosine: it must be one of "
+                                  "queries_and_keys, keys",
+}
+
+# `make test`'s share of "the default suite passes on the copy": the test files whose cases are generated from the
+# registries (a row per variant, per task or per class fact), run on the copy with the cases a new name adds or
+# changes: those named after the new variant or task, and those that check every variant or task at once (--help's
+# lists among them). The whole default suite on the copy is test_the_whole_default_suite_passes_on_the_copy (slow).
+REGISTRY_TESTS = ["tests/test_configs.py", "tests/test_variant_configs.py", "tests/test_errors.py",
+                  "tests/test_variant_facts.py", "tests/test_attention_variants.py", "tests/test_state_size.py",
+                  "tests/test_tensorboard_tab.py", "tests/test_gradcheck.py", "tests/test_help.py"]
+SELECTED = ("cosine or rotate or groups_offer or rows_cover or compose_errors or declarations_match or source_reader "
+            "or every_tasks_kind or listed_are_the_registries or every_group_a_user_chooses")
+# What a copy of the project leaves out: what git ignores (.gitignore) and git's own files.
+NOT_COPIED = (".git", ".venv", ".venv-min", "__pycache__", "*.egg-info", ".pytest_cache", ".ruff_cache",
+              ".hypothesis", "outputs", "lightning_logs", "multirun")
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    """A copy of the project with the variant and the task added, one file and one yaml each."""
+    """A copy of the project (everything but what git ignores) with the variant and the task added, one file and
+    one yaml each."""
     project = tmp_path_factory.mktemp("extension") / "project"
-    skip = shutil.ignore_patterns("*.egg-info", "__pycache__")
-    for folder in ("src", "configs", "scripts", "tests"):
-        shutil.copytree(ROOT / folder, project / folder, ignore=skip)
-    shutil.copy(ROOT / "pyproject.toml", project / "pyproject.toml")  # pytest's settings (markers)
+    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(*NOT_COPIED))
+    (project / "outputs").mkdir()
     package = project / "src" / "attention_lab"
     files = {
         package / "attention" / "cosine.py": VARIANT,
@@ -133,16 +160,20 @@ def project(tmp_path_factory) -> Path:
 
 
 def in_copy(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python <args>`` with the copy's package first on the path (its tests import it too)."""
+    """``python <args>`` in the copy with the copy's package first on the path (its tests import it too): a process
+    of its own, as only a process imports the copy's package instead of this one's."""
     env = dict(script_env(), PYTHONPATH=str(project / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, *args], cwd=project, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
 
-def train(project: Path, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return in_copy(project, str(project / "scripts" / "train.py"), "model=cosine", "task=rotate", "max_steps=30",
-                   "task.train_size=256", "task.val_size=64", "~callbacks.attention_maps", *QUIET,
-                   f"hydra.run.dir={run_dir}", *overrides)
+@pytest.fixture(scope="module")
+def seen(project, tmp_path_factory) -> dict:
+    """What DRIVER saw in the copy: the training run with both options, and each bad option's refusal."""
+    out = tmp_path_factory.mktemp("runs")
+    proc = in_copy(project, "-c", DRIVER, str(out), json.dumps(list(BAD_OPTIONS)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]), out=str(out))
 
 
 def rotated(ids: list[int], shift: int) -> list[int]:
@@ -151,50 +182,53 @@ def rotated(ids: list[int], shift: int) -> list[int]:
     return [words[(t + shift) % len(words)] for t in range(len(words))]
 
 
-def test_a_new_variant_and_task_with_options_train_and_their_options_reach_the_code(project, tmp_path):
-    run_dir = tmp_path / "run"
-    proc = train(project, run_dir, "model.options.unit=keys", "task.options.shift=2")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 30
+def test_a_new_variant_and_task_with_options_train_and_their_options_reach_the_code(seen):
+    run_dir = Path(seen["out"]) / "run"
+    assert seen["train"]["returncode"] == 0, seen["train"]["stderr"]
+    assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 4
     # The copy's package was the one imported: the new variant and its option are in the checkpoint's config.
     import torch
 
     hparams = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["hyper_parameters"]
     assert (hparams["model"]["name"], hparams["model"]["options"]) == ("cosine", {"unit": "keys"})
-    read = in_copy(project, "-c", READ_BACK, str(run_dir / ".hydra" / "config.yaml"))
-    assert read.returncode == 0, read.stderr[-3000:]
-    shown = json.loads(read.stdout.strip().splitlines()[-1])
-    assert shown["units"] == ["keys", "keys"]  # model.options.unit reached every block (layers=2)
+    assert seen["units"] == ["keys", "keys"]  # model.options.unit reached every block (layers=2)
     for key, shift in (("2", 2), ("None", 1)):  # the run's shift; none set: the class's default
-        data = shown[key]
+        data = seen[key]
         for inputs, targets in zip(data["inputs"], data["targets"], strict=True):
             assert [t for t in targets if t != 0] == rotated(inputs, shift)
-    assert shown["2"]["inputs"] == shown["None"]["inputs"] and shown["2"]["targets"] != shown["None"]["targets"]
+    assert seen["2"]["inputs"] == seen["None"]["inputs"] and seen["2"]["targets"] != seen["None"]["targets"]
 
 
-@pytest.mark.parametrize(("override", "line"), [
-    ("task.options.shift=two", "error: task.options.shift=two is invalid for task=rotate: it must be of type int"),
-    ("task.options.shfit=2", "error: task.options.shfit=2 is invalid for task=rotate: rotate has no option 'shfit'; "
-                             "did you mean task.options.shift? (its options: shift)"),
-    ("model.options.unit=queries", "error: model.options.unit=queries is invalid for model=cosine: it must be one of "
-                                   "queries_and_keys, keys"),
-])
-def test_a_bad_option_of_the_new_variant_or_task_is_one_line(project, tmp_path, override, line):
-    proc = train(project, tmp_path / "run", override)
-    assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines() == [line]
-    assert not (tmp_path / "run").exists()  # refused before anything was created
+@pytest.mark.parametrize("override", list(BAD_OPTIONS))
+def test_a_bad_option_of_the_new_variant_or_task_is_one_line(seen, override):
+    refused = seen[override]
+    assert refused["returncode"] == 1
+    assert refused["stderr"].strip().splitlines() == [BAD_OPTIONS[override]]
+    assert not refused["created"]  # refused before anything was created
 
 
 def test_the_tests_that_enumerate_variants_and_tasks_pass_on_the_copy(project):
-    proc = in_copy(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", *REGISTRY_TESTS, "-k", SELECTED,
-                   timeout=900)
+    """The registry-driven test files on the copy, --help's listing of the new variant and task among them."""
+    proc = in_copy(project, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "no:randomly", "-m",
+                   "not slow", *REGISTRY_TESTS, "-k", SELECTED, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:]
     counts = proc.stdout.strip().splitlines()[-1]
     assert " passed" in counts and "failed" not in counts and "error" not in counts, counts
+    passed = [line for line in proc.stdout.splitlines() if line.startswith("PASSED ")]
+    for name in ("cosine", "rotate", "listed_are_the_registries"):  # cases of the new names ran, and the help's
+        assert any(name in line for line in passed), name
 
 
-def test_the_help_lists_the_new_variant_and_task(project):
-    """test_help.py on the copy: --help's groups and the registries agree with the new names in them."""
-    proc = in_copy(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_help.py", timeout=300)
-    assert proc.returncode == 0, proc.stdout[-4000:]
+# As `make test` runs the suite (the Makefile's two parts): the parallel part, then the serial tests one at a time.
+WHOLE_SUITE = (("not slow and not serial", "-n", "2", "--dist", "loadscope"), ("not slow and serial",))
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+def test_the_whole_default_suite_passes_on_the_copy(project):
+    """Every test `make test` runs (this file's aside: it is what runs them), on the copy with the new variant and
+    task: nothing in the project keeps a list of variants or tasks that the two new files would have to join."""
+    for marks, *workers in WHOLE_SUITE:
+        proc = in_copy(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marks, *workers,
+                       "--ignore=tests/test_extension.py", "tests", timeout=5400)
+        assert proc.returncode == 0, (marks, proc.stdout[-6000:])

@@ -27,23 +27,55 @@ WINDOWS = [None, 2]
 VOCAB = ["<pad>", "<unk>", *"abcdefgh"]
 
 
+def broken_rules(model: str, position: str, mask: str, window: int | None = None) -> list[str]:
+    """The settings a combination breaks a rule of, in the order the checks apply the rules (position, window,
+    mask), from what the variant's class declares; the first is the one its one line names."""
+    facts = ATTENTION_REGISTRY[model]
+    broken = []
+    if position in ("rope", "alibi") and (not facts.projects or facts.takes_source):
+        broken.append(f"position={position}")  # they act on a query-key score: no projections (simple, linear
+        # attention, the recurrences, a convolution) or queries and keys of two sequences (cross)
+    if window and "window" in facts.rejects:
+        broken.append(f"window={window}")  # linear attention sums over every key; the filter is as long as the
+        # sequence; a recurrence's state carries every earlier position (based's own window is model.options.window_size)
+    if mask == "causal" and facts.takes_source:
+        broken.append("mask=causal")  # the keys are another sequence: no position to compare
+    if mask != "causal" and facts.causal_only:
+        broken.append(f"mask={mask}")  # a state that each position updates is read by the later positions only
+    return broken
+
+
 def expected_rejection(model: str, position: str, mask: str, window: int | None = None) -> str | None:
-    """The setting each rule names (independent of the checks' code: written from the variants' nature)."""
-    recurrences = ("mamba2", "gated_deltanet", "retnet", "based")
-    if model in ("simple", "cross", "linear", "conv", *recurrences) and position in ("rope", "alibi"):
-        return f"position={position}"  # simple has no projections; cross's queries and keys are two sequences;
-        # linear attention and the recurrences form no scores; a convolution has no queries and keys
-    if model in ("linear", "conv", *recurrences) and window:
-        return f"window={window}"  # linear attention sums over every key; the filter is as long as the sequence;
-        # a recurrence's state carries every earlier position (based's own window is model.options.window_size)
-    if model == "cross" and mask == "causal":
-        return "mask=causal"
-    if model in recurrences and mask != "causal":
-        return f"mask={mask}"  # a state that each position updates is read by the later positions only
-    return None
+    broken = broken_rules(model, position, mask, window)
+    return broken[0] if broken else None
 
 
-COMBINATIONS = list(itertools.product(MODELS, POSITIONS, MASKS, WINDOWS))
+def rows() -> tuple[list[tuple[str, str, str, int | None]], list[tuple[str, str, str, int | None]]]:
+    """One row per distinct rule or code path, not the whole product (model x position x mask x window).
+    Accepted: each variant with each position, each mask and each window it takes (their forward passes), in as
+    many rows as the longest of those lists, the values taking turns (offset per variant, so that the pairs of
+    values differ from one variant to the next). Rejected: each rule a variant breaks, alone, and, where it breaks
+    several, all of them at once (the first is named); the values a rule does not branch on take turns."""
+    accepted, rejected = [], []
+    for offset, model in enumerate(MODELS):
+        product = list(itertools.product([model], POSITIONS, MASKS, WINDOWS))
+        takes = [[v for v in values if any(c[k] == v and not broken_rules(*c) for c in product)]
+                 for k, values in ((1, POSITIONS), (2, MASKS), (3, WINDOWS))]
+        for n in range(max(map(len, takes))):
+            accepted.append((model, *(values[(n + offset) % len(values)] for values in takes)))
+        groups: dict[tuple[str, ...], list] = {}
+        for c in product:
+            rules = tuple(setting.split("=")[0] for setting in broken_rules(*c))
+            groups.setdefault(rules, []).append(c)
+        most = max(map(len, groups))
+        for n, (rules, group) in enumerate(groups.items()):
+            if len(rules) == 1 or (len(rules) == most > 1):
+                rejected.append(group[(n + offset) % len(group)])
+    return accepted, rejected
+
+
+ACCEPTED, REJECTED = rows()
+ROWS = ACCEPTED + REJECTED
 
 
 def overrides(model: str, position: str, mask: str, window: int | None) -> list[str]:
@@ -51,15 +83,31 @@ def overrides(model: str, position: str, mask: str, window: int | None) -> list[
             "task=copy"]
 
 
-@pytest.mark.parametrize(("model", "position", "mask", "window"), COMBINATIONS,
-                         ids=[f"{m}-{p}-{k}-w{w}" for m, p, k, w in COMBINATIONS])
+def test_the_rows_cover_every_value_each_variant_takes_and_every_rule_it_has():
+    for model in MODELS:
+        product = list(itertools.product([model], POSITIONS, MASKS, WINDOWS))
+        rows_of = [c for c in ACCEPTED if c[0] == model]
+        assert rows_of and all(not broken_rules(*c) for c in rows_of), model
+        for k in (1, 2, 3):  # each position, mask and window the variant takes is in one of its accepted rows
+            assert {c[k] for c in rows_of} == {c[k] for c in product if not broken_rules(*c)}, (model, k)
+        every_rule = {setting.split("=")[0] for c in product for setting in broken_rules(*c)}
+        alone = {broken_rules(*c)[0].split("=")[0] for c in REJECTED if c[0] == model and len(broken_rules(*c)) == 1}
+        assert alone == every_rule, model
+    facts = [ATTENTION_REGISTRY[model] for model in MODELS]  # each rule has a variant that breaks it
+    assert any(f.causal_only for f in facts) and any(f.takes_source for f in facts)
+    assert any("window" in f.rejects for f in facts) and any(not f.projects for f in facts)
+
+
+@pytest.mark.parametrize(("model", "position", "mask", "window"), ROWS,
+                         ids=[f"{m}-{p}-{k}-w{w}" for m, p, k, w in ROWS])
 def test_every_combination_builds_or_is_rejected_naming_the_setting(model, position, mask, window):
     cfg = compose_config(overrides(model, position, mask, window))
     rejected = expected_rejection(model, position, mask, window)
     if rejected:
         with pytest.raises(ConfigError) as err:
             validate(cfg)
-        assert rejected in str(err.value) and "\n" not in str(err.value)
+        assert str(err.value).startswith(f"{rejected} is invalid for model={model}: "), str(err.value)
+        assert "\n" not in str(err.value)
         return
     validate(cfg)
     module = hydra.utils.instantiate(cfg.module, vocab=VOCAB)

@@ -161,7 +161,8 @@ def test_it_trains_on_induction_through_the_script_and_logs_lambda_per_layer(tmp
     run = tmp_path / "run"
     proc = run_train(run, "model=diff", "task=induction", "mask=causal", "layers=2", "max_steps=8",
                      "task.train_size=128", "task.val_size=32", "trainer.val_check_interval=4",
-                     "trainer.log_every_n_steps=2", "~callbacks.attention_maps")
+                     "trainer.log_every_n_steps=2", "~callbacks.attention_maps",
+                     "~callbacks.head_score_maps", "ablation=[]")  # no images, no ablations: not looked at
     metrics = json.loads((run / "metrics.json").read_text())
     assert 0.0 <= metrics["val/seq_acc"] <= 1.0 and metrics["val/loss"] > 0
     assert "KV cache per token: " in proc.stdout + proc.stderr

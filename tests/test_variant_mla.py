@@ -158,7 +158,8 @@ def test_it_trains_on_induction_through_the_script(tmp_path: Path, single_thread
     run = tmp_path / "run"
     proc = run_train(run, "model=mla", "task=induction", "mask=causal", "layers=2", "position=rope", "max_steps=8",
                      "model.options.kv_latent=8", "model.options.rope_dim=4", "task.train_size=128",
-                     "task.val_size=32", "trainer.val_check_interval=4", "~callbacks.attention_maps")
+                     "task.val_size=32", "trainer.val_check_interval=4", "~callbacks.attention_maps",
+                     "~callbacks.head_score_maps", "ablation=[]")  # no images, no ablations: not looked at
     metrics = json.loads((run / "metrics.json").read_text())
     assert 0.0 <= metrics["val/seq_acc"] <= 1.0 and metrics["val/loss"] > 0
     assert "KV cache per token: 24 numbers over 2 layers" in proc.stdout + proc.stderr  # 2 × (8 + 4)

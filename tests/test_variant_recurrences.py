@@ -112,14 +112,12 @@ def test_what_does_not_apply_is_refused_naming_the_argument(variant, options, ar
         assert err.value.allowed == f"True for '{variant}'" and "recurrence" in err.value.reason
 
 
+# position, window and a mask other than causal per variant: tests/test_variant_configs.py's rows of each rule alone;
+# model.dropout per variant that rejects it: tests/test_variant_facts.py.
 @pytest.mark.parametrize("variant", RECURRENCES)
 @pytest.mark.parametrize(("overrides", "setting"), [
-    (["mask=padding"], "mask=padding"),
-    (["mask=none"], "mask=none"),
-    (["mask=causal", "position=rope"], "position=rope"),
+    (["mask=padding"], "mask=padding"),  # the line says what to use
     (["mask=causal", "kv_heads=2"], "kv_heads=2"),
-    (["mask=causal", "window=4"], "window=4"),
-    (["mask=causal", "model.dropout=0.1"], "model.dropout=0.1"),
 ])
 def test_the_config_refuses_in_one_line(variant, overrides, setting):
     with pytest.raises(ConfigError) as err:
@@ -143,6 +141,10 @@ def test_an_option_value_fails_before_the_run(variant, option):
     cfg = compose_config([f"model={variant}", "task=copy", "mask=causal", f"model.options.{option}", "device=cpu"])
     with pytest.raises(ConfigError, match=rf"^model\.options\.{option} is invalid for model={variant}: it must be "):
         check_run(cfg)
+
+
+@pytest.mark.parametrize("variant", RECURRENCES)
+def test_the_options_yaml_values_pass_the_same_checks(variant):
     check_run(compose_config([f"model={variant}", "task=copy", "mask=causal", "device=cpu"]))
 
 
@@ -180,6 +182,7 @@ def test_gradcheck(variant, chunk, padded, need_weights):
 def test_it_trains_on_induction_through_the_script(variant, tmp_path: Path, single_thread):
     run = tmp_path / "run"
     run_train(run, f"model={variant}", "task=induction", "mask=causal", "layers=2", "max_steps=8",
-              "task.train_size=128", "task.val_size=32", "trainer.val_check_interval=4", "~callbacks.attention_maps")
+              "task.train_size=128", "task.val_size=32", "trainer.val_check_interval=4", "~callbacks.attention_maps",
+              "~callbacks.head_score_maps", "ablation=[]")  # no images, no ablations: not looked at
     metrics = json.loads((run / "metrics.json").read_text())
     assert 0.0 <= metrics["val/seq_acc"] <= 1.0 and metrics["val/loss"] > 0
