@@ -306,3 +306,18 @@ def solved_run(tmp_path_factory) -> Path:
     def build(folder: Path) -> None:
         run_train(folder / "run", f"max_steps={SOLVED_RUN_MAX_STEPS}", "log_attention_every_n_steps=50")
     return built_once(tmp_path_factory, "solved_run", build) / "run"
+
+
+def run_train_following_exec(*args: str) -> subprocess.CompletedProcess:
+    """scripts/train.py in this process, as :func:`run_in_process`, for a command that may relaunch itself with
+    ``os.execv`` (``resume=<sweep dir>`` becomes the sweep's own command line): the command it would become runs in
+    this process too, and its console and exit status are the result, as they are the process's after an exec."""
+    def execv(_path, argv):
+        proc = run_in_process(argv[1], *argv[2:])
+        sys.stdout.write(proc.stdout)
+        sys.stderr.write(proc.stderr)
+        sys.exit(proc.returncode)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "execv", execv)
+        return run_in_process(TRAIN, *args)
