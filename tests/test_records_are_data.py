@@ -82,7 +82,8 @@ def test_a_sweep_record_chooses_only_shipped_configs(tmp_path, payload, spelling
 
 
 def test_shipped_choices_still_resume(tmp_path):
-    sweep_dir = fake_sweep(tmp_path, ["heads=1,2", *TINY, "logger=[tensorboard,csv]"], ["hydra/launcher=basic"])
+    sweep_dir = fake_sweep(tmp_path, ["heads=1,2", *TINY, "~callbacks.head_score_maps", "ablation=[]",
+                                      "logger=[tensorboard,csv]"], ["hydra/launcher=basic"])
     proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)  # the real exec of a sweep resume
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = json.loads((sweep_dir / "sweep_summary.json").read_text())["jobs"]
@@ -204,7 +205,9 @@ def copy_of(sweep_dir: Path, tmp_path: Path) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("field, value", [("job", "three"), ("overrides", 5), ("attempts", "many"), ("status", 3)])
+# One row per way a field is read: a typed field of the wrong type, and a status that is none of the statuses (each
+# field's own rule: tests/test_run_info.py). A malformed record takes one path through the resume, whatever the field.
+@pytest.mark.parametrize("field, value", [("job", "three"), ("status", 3)])
 def test_a_malformed_run_info_is_one_line_and_the_other_jobs_go_on(finished_sweep, tmp_path, field, value):
     sweep_dir = copy_of(finished_sweep, tmp_path)
     info_path = sweep_dir / "1" / "run_info.json"
