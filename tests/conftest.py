@@ -355,3 +355,18 @@ def finished_sweep(tmp_path_factory) -> Path:
         proc = run_train(folder / "sweep", "heads=1,2", *TINY_JOB, multirun=True)
         (folder / "console.txt").write_text(proc.stdout)
     return built_once(tmp_path_factory, "finished_sweep", build) / "sweep"
+
+
+def run_train_following_exec(*args: str) -> subprocess.CompletedProcess:
+    """scripts/train.py in this process, as :func:`run_in_process`, for a command that may relaunch itself with
+    ``os.execv`` (``resume=<sweep dir>`` becomes the sweep's own command line): the command it would become runs in
+    this process too, and its console and exit status are the result, as they are the process's after an exec."""
+    def execv(_path, argv):
+        proc = run_in_process(argv[1], *argv[2:])
+        sys.stdout.write(proc.stdout)
+        sys.stderr.write(proc.stderr)
+        sys.exit(proc.returncode)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "execv", execv)
+        return run_in_process(TRAIN, *args)

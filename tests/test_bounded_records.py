@@ -19,7 +19,7 @@ from attention_lab.files import (
 )
 from attention_lab.run.resume import plan_resume
 from attention_lab.run.sweep_resume import command_line
-from conftest import CONFIG_DIR, TRAIN, run_script
+from conftest import CONFIG_DIR, TRAIN, run_in_process
 from test_errors import assert_one_line_error
 from test_sweep_resume import snapshot
 
@@ -39,7 +39,7 @@ def run_dir_with(tmp_path, overrides: str):
 def test_a_huge_overrides_yaml_is_refused_in_one_line(tmp_path):
     run_dir = run_dir_with(tmp_path, HUGE_OVERRIDES)
     before = snapshot(run_dir)
-    proc = run_script(TRAIN, f"resume={run_dir}", timeout=120)
+    proc = run_in_process(TRAIN, f"resume={run_dir}")
     assert_one_line_error(proc, f"resume={run_dir} is invalid", "overrides.yaml is unreadable: larger than 64 KiB")
     assert snapshot(run_dir) == before
 

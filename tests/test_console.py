@@ -24,7 +24,8 @@ def users_shell(tmp_path: Path) -> dict[str, str]:
 
 
 def test_a_normal_run_prints_each_line_once_and_a_final_table(tmp_path: Path):
-    proc = run_script(TRAIN, "max_steps=120", "task.train_size=1280", "task.val_size=64",
+    # A process (the console of a user's shell: every warning shown); validations during training too.
+    proc = run_script(TRAIN, "max_steps=30", "task.train_size=320", "task.val_size=64", "trainer.val_check_interval=10",
                       f"hydra.run.dir={tmp_path / 'run'}", check=True, env=users_shell(tmp_path))
     out = proc.stdout + proc.stderr
     log_lines = [line for line in out.splitlines() if line.startswith("[20")]  # Hydra's log format
@@ -33,9 +34,9 @@ def test_a_normal_run_prints_each_line_once_and_a_final_table(tmp_path: Path):
     assert not re.search(r"warn|deprecat|tip:|💡", out, re.IGNORECASE), out[-3000:]
     assert "site-packages" not in out, out[-3000:]  # a library's warning names its own file, whatever its words
     epochs = {(int(a), int(b)) for a, b in re.findall(r"Epoch (\d+)/(-?\d+)", out)}
-    # 1280 examples / 64 = 20 batches an epoch: 120 steps are 6 epochs, 0..5.
+    # 320 examples / 64 = 5 batches an epoch: 30 steps are 6 epochs, 0..5.
     assert epochs and all(total == 5 for _, total in epochs), epochs
     assert "v_num" not in out
     table = out[out.index("final metrics of"):]
     assert re.search(r"^  val/seq_acc\s+\d\.\d{4}$", table, re.MULTILINE), table
-    assert re.search(r"^  global_step\s+120$", table, re.MULTILINE), table
+    assert re.search(r"^  global_step\s+30$", table, re.MULTILINE), table

@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from conftest import ROOT, TRAIN, run_script
+from conftest import ROOT, TRAIN, run_in_process
 
 DOCS = ROOT / "docs" / "configuration.md"
 
@@ -29,6 +29,6 @@ def test_the_docs_show_bad_settings():
 @pytest.mark.parametrize(("args", "line"), documented_examples(), ids=lambda value: " ".join(value)
                          if isinstance(value, list) else "")
 def test_the_documented_error_lines_are_what_the_script_prints(args, line):
-    proc = run_script(TRAIN, *args)
+    proc = run_in_process(TRAIN, *args)  # the script's entry function, its exit status and console
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [line]

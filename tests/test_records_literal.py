@@ -15,7 +15,15 @@ import pytest
 from attention_lab.data.corpus import DEFAULT_CORPUS
 from attention_lab.errors import ConfigError
 from attention_lab.run.sweep_resume import command_line
-from conftest import CONFIG_DIR, QUIET, TRAIN, check_command_line, compose_config, run_script
+from conftest import (
+    CONFIG_DIR,
+    QUIET,
+    TRAIN,
+    check_command_line,
+    compose_config,
+    run_in_process,
+    run_train_following_exec,
+)
 from test_errors import assert_one_line_error
 from test_records_are_data import TINY, interrupted_run_dir
 from test_sweep_resume import fake_sweep, snapshot
@@ -104,7 +112,7 @@ def test_a_pickle_in_the_dir_never_runs(tmp_path, outside, sweep):
     else:
         (where / ".hydra" / "overrides.yaml").write_text("".join(f"- {json.dumps(o)}\n" for o in [*overrides, line]))
     before = snapshot(tmp_path)
-    proc = run_script(TRAIN, f"resume={where}", timeout=180)
+    proc = run_train_following_exec(f"resume={where}")
     assert_one_line_error(proc, f"resume={where}", LITERAL)
     assert not (outside / "marker").exists(), "the run dir's pickle was loaded"
     assert snapshot(tmp_path) == before
@@ -155,8 +163,8 @@ def test_every_run_writes_only_into_its_own_dir(tmp_path, outside, name):
 
 def test_a_fresh_run_that_would_write_outside_ends_in_one_line(tmp_path, outside):
     run_dir = tmp_path / "run"
-    proc = run_script(TRAIN, *TINY, *QUIET, "logger.tensorboard.name=../outside/marker",
-                      f"hydra.run.dir={run_dir}", timeout=180)
+    proc = run_in_process(TRAIN, *TINY, *QUIET, "logger.tensorboard.name=../outside/marker",
+                          f"hydra.run.dir={run_dir}")
     assert_one_line_error(proc, "logger.tensorboard is invalid", str(outside / "marker"), CONTAINED)
     assert sorted(outside.iterdir()) == [outside / "secret.txt"]
 

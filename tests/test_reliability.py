@@ -14,11 +14,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import QUIET, ROOT, TRAIN, run_script, run_train_process, script_env, signal_when, wait_until
+from conftest import (
+    QUIET,
+    ROOT,
+    TRAIN,
+    run_in_process,
+    run_script,
+    run_train,
+    script_env,
+    signal_when,
+    wait_until,
+)
 from test_errors import assert_one_line_error
 
 SMALL = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10", "~callbacks.attention_maps",
          "~callbacks.early_stopping"]
+# For runs whose tests look at no figure and no ablation: the final validation without them.
+NO_IMAGES = ["~callbacks.head_score_maps", "ablation=[]"]
 
 
 def start_train(*args: str) -> subprocess.Popen:
@@ -36,7 +48,7 @@ def record(run_dir: Path) -> dict[str, bytes]:
 def finished_run(tmp_path_factory) -> Path:
     """A short finished run (10 steps); tests copy it before changing anything."""
     run_dir = tmp_path_factory.mktemp("finished") / "run"
-    run_train_process(run_dir, "max_steps=10", *SMALL)
+    run_train(run_dir, "max_steps=10", *SMALL, *NO_IMAGES)
     return run_dir
 
 
@@ -48,17 +60,18 @@ def copy_of(run_dir: Path, tmp_path: Path, name: str = "copy") -> Path:
 
 # --- a run dir is data, not code ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("tampered", [
-    ["+callbacks.z._target_=os.system", "+callbacks.z.command='touch {marker}'"],
-    ["hydra.callbacks.z._target_=os.system", "+hydra.callbacks.z.command='touch {marker}'"],
+@pytest.mark.parametrize(("tampered", "run"), [
+    # As a user runs it, in a process of its own; the other spelling through the same entry function in-process.
+    (["+callbacks.z._target_=os.system", "+callbacks.z.command='touch {marker}'"], run_script),
+    (["hydra.callbacks.z._target_=os.system", "+hydra.callbacks.z.command='touch {marker}'"], run_in_process),
 ], ids=["callback target", "hydra callback"])
-def test_tampered_overrides_are_rejected_and_run_nothing(finished_run, tmp_path, tampered):
+def test_tampered_overrides_are_rejected_and_run_nothing(finished_run, tmp_path, tampered, run):
     run_dir, marker = copy_of(finished_run, tmp_path), tmp_path / "marker"
     saved = (run_dir / ".hydra" / "overrides.yaml").read_text()
     lines = "".join(f"- {json.dumps(line.format(marker=marker))}\n" for line in tampered)
     (run_dir / ".hydra" / "overrides.yaml").write_text(saved + lines)
     before = record(run_dir)
-    proc = run_script(TRAIN, f"resume={run_dir}", "max_steps=20", *QUIET, timeout=120)
+    proc = run(TRAIN, f"resume={run_dir}", "max_steps=20", *QUIET)
     assert_one_line_error(proc, f"resume={run_dir}")
     assert not marker.exists(), "a tampered run dir ran code"
     assert record(run_dir) == before
@@ -68,7 +81,7 @@ def test_a_deeply_nested_run_info_stops_a_resume_in_one_line(finished_run, tmp_p
     run_dir = copy_of(finished_run, tmp_path)
     (run_dir / "run_info.json").write_text('{"status": "ok", "error": ' + "[" * 20_000 + "]" * 20_000 + "}")
     before = record(run_dir)
-    proc = run_script(TRAIN, f"resume={run_dir}", "max_steps=20", *QUIET, timeout=120)
+    proc = run_in_process(TRAIN, f"resume={run_dir}", "max_steps=20", *QUIET)
     assert_one_line_error(proc, f"{run_dir / 'run_info.json'} is malformed: nested deeper than 100 levels")
     assert record(run_dir) == before and not (run_dir / "traceback.txt").exists()
 
@@ -78,12 +91,12 @@ def test_a_deeply_nested_run_info_stops_a_resume_in_one_line(finished_run, tmp_p
 def test_failed_resume_does_not_poison_the_run(finished_run, tmp_path):
     run_dir = copy_of(finished_run, tmp_path)
     before = record(run_dir)
-    proc = run_script(TRAIN, f"resume={run_dir}", "max_steps=20", "model=self", *QUIET, timeout=120)
+    proc = run_in_process(TRAIN, f"resume={run_dir}", "max_steps=20", "model=self", *QUIET)
     assert_one_line_error(proc, "model=self", f"resume={run_dir}", "model")
     assert record(run_dir) == before, "a resume that did not start changed the run's record"
     assert not (run_dir / "traceback.txt").exists()
 
-    run_train_process(run_dir, f"resume={run_dir}", "max_steps=20", timeout=300)  # a plain resume still works
+    run_train(run_dir, f"resume={run_dir}", "max_steps=20")  # a plain resume still works
     assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 20
     info = json.loads((run_dir / "run_info.json").read_text())
     assert info["status"] == "ok" and info["attempts"] == 2
@@ -138,7 +151,10 @@ def test_two_resumes_at_once_only_one_trains(finished_run, tmp_path):
 ], ids=lambda v: v)
 def test_rejected_before_the_run_dir_exists(tmp_path, override, fragment):
     run_dir = tmp_path / "run"
-    proc = run_script(TRAIN, override, f"hydra.run.dir={run_dir}", *QUIET, timeout=120)
+    # A Lightning setting as a user runs it (a process); the rest in-process. (A size that cannot fit imports torch
+    # to say so: a process of its own would spend its time on that import.)
+    run = run_script if override == "trainer.devices=0" else run_in_process
+    proc = run(TRAIN, override, f"hydra.run.dir={run_dir}", *QUIET)
     assert_one_line_error(proc, fragment)
     assert not run_dir.exists()
 
@@ -150,7 +166,8 @@ def test_rejected_before_the_run_dir_exists(tmp_path, override, fragment):
 ], ids=lambda v: str(v))
 def test_sweep_settings_rejected_before_the_sweep_dir_exists(tmp_path, overrides, fragment):
     sweep_dir = tmp_path / "sweep"
-    proc = run_script(TRAIN, "-m", "heads=1,2", *overrides, f"hydra.sweep.dir={sweep_dir}", *QUIET, timeout=120)
+    run = run_script if "hydra.launcher.n_jobs=0" in overrides else run_in_process  # one as a process
+    proc = run(TRAIN, "-m", "heads=1,2", *overrides, f"hydra.sweep.dir={sweep_dir}", *QUIET)
     assert_one_line_error(proc, fragment)
     assert not sweep_dir.exists()
 
@@ -159,7 +176,7 @@ def test_an_oversized_corpus_is_refused_before_it_is_read(tmp_path):
     corpus, run_dir = tmp_path / "huge.txt", tmp_path / "run"
     with open(corpus, "wb") as handle:  # sparse: 11 MiB on paper, nothing on disk
         handle.truncate(11 * 2**20)
-    proc = run_script(TRAIN, f"task.corpus={corpus}", f"hydra.run.dir={run_dir}", *QUIET, timeout=120)
+    proc = run_in_process(TRAIN, f"task.corpus={corpus}", f"hydra.run.dir={run_dir}", *QUIET)
     assert_one_line_error(proc, f"task.corpus={corpus} is invalid", "at most 10 MiB")
     assert not run_dir.exists()
 
@@ -170,9 +187,11 @@ def test_quick_double_ctrl_c_is_recorded(tmp_path):
     """The second Ctrl-C lands inside the same (slow) training step as the first: Lightning turns it into
     exit status 1; the run must still end as interrupted, with its message and exit status 130."""
     run_dir = tmp_path / "run"
-    slow = ["d_model=512", "heads=8", "layers=6", "batch_size=512", "threads=1"]
+    # Steps of a few tenths of a second on one thread: the two signals, 20 ms apart, land in one step.
+    slow = ["d_model=256", "heads=8", "layers=2", "batch_size=256", "threads=1"]
     # last.ckpt after the first step (validated after each): training is under way, without waiting for ten.
-    proc = start_train("max_steps=100000", *SMALL, *slow, "trainer.val_check_interval=1", f"hydra.run.dir={run_dir}")
+    proc = start_train("max_steps=100000", *SMALL, *NO_IMAGES, *slow, "trainer.val_check_interval=1",
+                       f"hydra.run.dir={run_dir}")
     _, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "training",
                             signal.SIGINT, signal.SIGINT)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
@@ -252,21 +271,28 @@ def test_checkpoint_write_on_a_full_disk_keeps_the_previous_one(small_filesystem
     assert sorted(p.name for p in small_filesystem.iterdir()) == ["last.ckpt"], "no temp file left behind"
 
 
-def interrupted_run(run_dir: Path) -> int:
-    """A run stopped by SIGTERM after its first checkpoints; returns the step of last.ckpt."""
-    proc = start_train("max_steps=100000", *SMALL, f"hydra.run.dir={run_dir}")
+@pytest.fixture(scope="module")
+def interrupted_run(tmp_path_factory) -> Path:
+    """A run stopped by SIGTERM after its first checkpoints (a process: the signal is real); tests copy it before
+    changing anything."""
+    run_dir = tmp_path_factory.mktemp("interrupted") / "run"
+    proc = start_train("max_steps=100000", *SMALL, *NO_IMAGES, f"hydra.run.dir={run_dir}")
     signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint", signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM
+    return run_dir
+
+
+def last_step(run_dir: Path) -> int:
     return int(torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"])
 
 
-def test_corrupt_last_checkpoint_falls_back_to_a_valid_one(tmp_path):
-    run_dir = tmp_path / "run"
-    interrupted_run(run_dir)
+def test_corrupt_last_checkpoint_falls_back_to_a_valid_one(interrupted_run, tmp_path):
+    run_dir = copy_of(interrupted_run, tmp_path)
+    assert last_step(run_dir) < 30
     last = run_dir / "checkpoints" / "last.ckpt"
     last.write_bytes(last.read_bytes()[:1000])  # truncated, as by a full disk
     best_step = int(torch.load(run_dir / "checkpoints" / "best.ckpt", weights_only=True)["global_step"])
-    proc = run_train_process(run_dir, f"resume={run_dir}", "max_steps=30", timeout=300)
+    proc = run_train(run_dir, f"resume={run_dir}", "max_steps=30")
     output = proc.stdout + proc.stderr
     assert "does not load" in output and f"step {best_step}" in output, output[-3000:]
     assert json.loads((run_dir / "metrics.json").read_text())["global_step"] == 30
@@ -281,15 +307,16 @@ def checkpoint_state(path: Path) -> dict:
     return state
 
 
-def test_moved_run_dir_resumes_from_its_own_checkpoints(tmp_path):
-    original = tmp_path / "original"
-    step = interrupted_run(original)
+def test_moved_run_dir_resumes_from_its_own_checkpoints(interrupted_run, tmp_path):
+    original = interrupted_run  # its records name this dir; the copy is the run moved elsewhere
+    step = last_step(original)
     best_before = float(checkpoint_state(original / "checkpoints" / "last.ckpt")["best_model_score"])
-    moved = tmp_path / "moved"
-    shutil.move(str(original), str(moved))
-    proc = run_script(TRAIN, f"resume={moved}", "max_steps=60", *QUIET, timeout=300, check=True)
+    kept = {path.relative_to(original): path.read_bytes() for path in original.rglob("*") if path.is_file()}
+    moved = copy_of(original, tmp_path, "moved")
+    proc = run_in_process(TRAIN, f"resume={moved}", "max_steps=60", *QUIET, check=True)
     assert f"from {moved / 'checkpoints'}" in proc.stdout + proc.stderr
-    assert not original.exists(), "the old path was written to"
+    now = {path.relative_to(original): path.read_bytes() for path in original.rglob("*") if path.is_file()}
+    assert now == kept, "the old path was written to"
     assert sorted(p.name for p in (moved / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
     resumed = torch.load(moved / "checkpoints" / "last.ckpt", weights_only=True)
     assert resumed["global_step"] == 60 > step

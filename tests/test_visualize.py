@@ -18,7 +18,7 @@ from attention_lab.review.grid import DPI, grid_figsize, grid_figure
 from attention_lab.review.maps import compute_maps, find_run, load_module, prepare_words
 from attention_lab.review.visualize import unique_stem, visualize
 from attention_lab.run.sweep_summary import visualize_command
-from conftest import ROOT, run_script, script_env, unwritable_out
+from conftest import ROOT, run_in_process, run_script, script_env, unwritable_out
 
 VISUALIZE = ROOT / "scripts" / "visualize.py"
 TEXT = "Your journey starts with one big step"  # 'big' is not in the notebooks' vocabulary
@@ -112,7 +112,7 @@ class WritesMarker:
         return open, (self.marker, "w")
 
 
-def test_checkpoint_that_runs_code_is_refused(tmp_path):
+def test_checkpoint_that_runs_code_is_refused(tmp_path, monkeypatch):
     import torch
 
     run, marker = tmp_path / "run", tmp_path / "code-ran"
@@ -125,9 +125,8 @@ def test_checkpoint_that_runs_code_is_refused(tmp_path):
         load_module(find_run(run))
     assert not marker.exists()
     # Even where torch's default is to unpickle anything (an environment setting some users keep for old files).
-    env = {**script_env(), "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
-    proc = subprocess.run([sys.executable, str(VISUALIZE), str(run), "--text", "hello", "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # torch reads it at each load
+    proc = run_in_process(VISUALIZE, str(run), "--text", "hello", "--out", str(tmp_path / "o"))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and "could run code; refused" in lines[0], proc.stderr
     assert not marker.exists()
@@ -146,7 +145,7 @@ def test_checkpoint_that_runs_code_is_refused(tmp_path):
 def test_visualize_script_writes_png_html_and_tensorboard(tiny_trained_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(tiny_trained_run, run)  # the shared run stays untouched
-    proc = run_script(VISUALIZE, str(run), "--text", TEXT, "--tensorboard", timeout=180, check=True)
+    proc = run_in_process(VISUALIZE, str(run), "--text", TEXT, "--tensorboard", check=True)
     assert "warning: words not in the vocabulary are mapped to <unk>: big" in proc.stderr
 
     pngs, htmls = sorted((run / "visualize").glob("*.png")), sorted((run / "visualize").glob("*.html"))
