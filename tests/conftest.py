@@ -148,16 +148,24 @@ def run_script(script: Path | str, *args: str, cwd: Path | None = None, timeout:
     return proc
 
 
+def logger_states() -> dict[logging.Logger, tuple[list[logging.Handler], int, bool, bool]]:
+    """Every logger's handlers, level, propagation and whether it is disabled, the root logger's included."""
+    loggers = [logging.getLogger(), *(logger for logger in list(logging.Logger.manager.loggerDict.values())
+                                      if isinstance(logger, logging.Logger))]
+    return {logger: (logger.handlers[:], logger.level, logger.propagate, logger.disabled) for logger in loggers}
+
+
 @contextlib.contextmanager
 def process_state_kept() -> Iterator[None]:
     """What a script's run changes in its process and a later test must not inherit: the environment (Lightning's
-    PL_GLOBAL_SEED, the lab's HYDRA_FULL_ERROR hand-over), sys.argv, the cwd, the root logger's handlers (Hydra's
-    job logging), warning filters, torch's thread count and the garbage collector (paused while a run starts)."""
+    PL_GLOBAL_SEED, the lab's HYDRA_FULL_ERROR hand-over), sys.argv, the cwd, every logger's handlers, level and
+    propagation (Hydra's job logging configures the root logger, the review scripts the ``attention_lab`` logger, each
+    with a stream of this call's console), warning filters, torch's thread count and the garbage collector (paused
+    while a run starts)."""
     import torch
 
     environ, argv, cwd, threads = dict(os.environ), sys.argv, os.getcwd(), torch.get_num_threads()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
+    loggers = logger_states()
     GlobalHydra.instance().clear()
     try:
         with warnings.catch_warnings():
@@ -168,11 +176,14 @@ def process_state_kept() -> Iterator[None]:
         sys.argv = argv
         os.chdir(cwd)
         torch.set_num_threads(threads)
-        for handler in root.handlers:
-            if handler not in handlers:
-                handler.close()
-        root.handlers[:] = handlers
-        root.setLevel(level)
+        for logger in logger_states():  # a logger first configured by the call: as a new one is
+            handlers, level, propagate, disabled = loggers.get(logger, ([], logging.NOTSET, True, False))
+            for handler in logger.handlers:
+                if handler not in handlers:
+                    handler.close()
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+            logger.propagate, logger.disabled = propagate, disabled
         gc.enable()
         GlobalHydra.instance().clear()
 

@@ -18,7 +18,7 @@ from attention_lab.review.grid import DPI, grid_figsize, grid_figure
 from attention_lab.review.maps import compute_maps, find_run, load_module, prepare_words
 from attention_lab.review.visualize import unique_stem, visualize
 from attention_lab.run.sweep_summary import visualize_command
-from conftest import ROOT, run_in_process, run_script, script_env, unwritable_out
+from conftest import ROOT, logger_states, run_in_process, run_script, script_env, unwritable_out
 
 VISUALIZE = ROOT / "scripts" / "visualize.py"
 TEXT = "Your journey starts with one big step"  # 'big' is not in the notebooks' vocabulary
@@ -317,3 +317,13 @@ def test_visualize_opens_on_the_runs_best_reverse_head(tiny_trained_run, tmp_pat
     grid = score_grid(json.loads((tiny_trained_run / "metrics.json").read_text()), "reverse")
     layer, head = best_head(grid)
     assert f'"initial": {{"layer": {layer}, "head": {head}}}' in result["html"].read_text()
+
+
+def test_a_review_script_run_in_the_tests_process_leaves_its_loggers_as_they_were(tiny_trained_run, tmp_path):
+    """The review scripts point the ``attention_lab`` logger at their own console (review/cli.py setup_logging): run
+    in a test's process (conftest.run_in_process), they must not take a later run's log lines with them."""
+    before = logger_states()
+    run_in_process(VISUALIZE, str(tiny_trained_run), "--text", "hello", "--out", str(tmp_path / "o"), check=True)
+    after = logger_states()
+    assert {logger: after[logger] for logger in before} == before
+    assert logging.getLogger("attention_lab").propagate and not logging.getLogger("attention_lab").handlers
