@@ -176,12 +176,16 @@ def process_state_kept() -> Iterator[None]:
         sys.argv = argv
         os.chdir(cwd)
         torch.set_num_threads(threads)
+        root = logging.getLogger()
         for logger in logger_states():  # a logger first configured by the call: as a new one is
             handlers, level, propagate, disabled = loggers.get(logger, ([], logging.NOTSET, True, False))
-            for handler in logger.handlers:
-                if handler not in handlers:
-                    handler.close()
-            logger.handlers[:] = handlers
+            for handler in [h for h in logger.handlers if h not in handlers]:  # the call's: on its console
+                logger.removeHandler(handler)
+                handler.close()
+            if logger is root:  # pytest's own capture, which Hydra's logging configuration took away
+                root.handlers[:] = handlers
+            # Elsewhere what the call removed stays removed, as in its process: train() takes Lightning's console
+            # handler, made at import on whatever stream was sys.stderr then (perhaps closed since).
             logger.setLevel(level)
             logger.propagate, logger.disabled = propagate, disabled
         gc.enable()

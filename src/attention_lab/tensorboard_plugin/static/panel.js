@@ -62,7 +62,7 @@ export function createPanel(entry, api) {
   // chosen: a map was clicked (the focus no longer moves the enlarged head); pointer: where the cursor last
   // hovered a cell
   const state = { steps: [], data: null, sentence: null, selected: { layer: 0, head: 0 }, chosen: false,
-                  pointer: null, request: 0, cache: new Map(), headView: null, runMessage: "" };
+                  pointer: null, request: 0, sentenceRequest: 0, cache: new Map(), headView: null, runMessage: "" };
 
   function say(text) {
     message.textContent = text || "";
@@ -175,11 +175,11 @@ export function createPanel(entry, api) {
       root.dataset.state = "maps";
     },
     async showSentence(text) {
-      const request = ++state.request;
+      const request = ++state.request, asked = ++state.sentenceRequest;
       circuits.showSentence(text);
       root.dataset.state = "loading";
       const reply = await api.get("sentence", { run, text });
-      if (request !== state.request) return;
+      if (request !== state.request || asked !== state.sentenceRequest) return;  // a newer step, or cleared
       if (!reply.ok) {  // the message, over the run's own maps (if any), never an earlier sentence's
         state.sentence = null;
         draw();
@@ -193,6 +193,7 @@ export function createPanel(entry, api) {
       root.dataset.state = "maps";
     },
     clearSentence() {
+      state.sentenceRequest++;  // a reply still on its way is for a sentence no longer asked
       state.sentence = null;
       circuits.clearSentence();
       say(state.runMessage);
