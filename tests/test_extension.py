@@ -231,4 +231,5 @@ def test_the_whole_default_suite_passes_on_the_copy(project):
     for marks, *workers in WHOLE_SUITE:
         proc = in_copy(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marks, *workers,
                        "--ignore=tests/test_extension.py", "tests", timeout=5400)
-        assert proc.returncode == 0, (marks, proc.stdout[-6000:])
+        failed = [line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+        assert proc.returncode == 0, (marks, failed or proc.stdout[-6000:])  # which tests, not only the last lines
