@@ -6,8 +6,8 @@ How `make test` runs the tests (the Makefile's `test` target):
    anything with another test: its files under ``tmp_path``, no fixed port, and it waits for the event it needs
    (``wait_until``: a file written, a step reached), never a fixed sleep. Each worker's torch runs one thread.
 2. then the tests marked ``@pytest.mark.serial`` (or a module's ``pytestmark = pytest.mark.serial``), one at a
-   time: the ones that need the whole machine or a machine-wide resource (the SLURM cluster, DDP's processes,
-   benchmarks that time runs against each other).
+   time: the ones that need a machine-wide resource (the SLURM cluster, whose jobs wait on its time limits) or run
+   the whole suite themselves (the extension test's slow case).
 Session fixtures that train (``tiny_trained_run``, ``solved_run``) are built once for all workers (``built_once``).
 Tests marked ``gpu`` need CUDA and skip without it; `make test-gpu` runs only those.
 """
@@ -156,19 +156,44 @@ def logger_states() -> dict[logging.Logger, tuple[list[logging.Handler], int, bo
 
 
 @contextlib.contextmanager
+def loggers_kept(*, root: bool) -> Iterator[None]:
+    """Every logger as it was before the block: the handlers the block added go (closed: they write to a console
+    the block captured, closed after it), level, propagation and ``disabled`` come back; with ``root``, the root
+    logger gets its handlers back too (pytest's own capture, which Hydra's logging configuration takes away;
+    without it, pytest's per-phase handlers on the root logger are left to pytest). Elsewhere what the block
+    removed stays removed, as in a process: train() takes Lightning's console handler, made at import on whatever
+    stream was sys.stderr then (perhaps closed since)."""
+    loggers = logger_states()
+    try:
+        yield
+    finally:
+        root_logger = logging.getLogger()
+        for logger in logger_states():  # a logger first configured by the block: as a new one is
+            if logger is root_logger and not root:
+                continue
+            handlers, level, propagate, disabled = loggers.get(logger, ([], logging.NOTSET, True, False))
+            for handler in [h for h in logger.handlers if h not in handlers]:
+                logger.removeHandler(handler)
+                handler.close()
+            if logger is root_logger:
+                root_logger.handlers[:] = handlers
+            logger.setLevel(level)
+            logger.propagate, logger.disabled = propagate, disabled
+
+
+@contextlib.contextmanager
 def process_state_kept() -> Iterator[None]:
     """What a script's run changes in its process and a later test must not inherit: the environment (Lightning's
-    PL_GLOBAL_SEED, the lab's HYDRA_FULL_ERROR hand-over), sys.argv, the cwd, every logger's handlers, level and
-    propagation (Hydra's job logging configures the root logger, the review scripts the ``attention_lab`` logger, each
-    with a stream of this call's console), warning filters, torch's thread count and the garbage collector (paused
-    while a run starts)."""
+    PL_GLOBAL_SEED, the lab's HYDRA_FULL_ERROR hand-over), sys.argv, the cwd, the loggers (:func:`loggers_kept`:
+    Hydra's job logging configures the root logger, the review scripts the ``attention_lab`` logger, each with a
+    stream of this call's console), warning filters, torch's thread count and the garbage collector (paused while
+    a run starts)."""
     import torch
 
     environ, argv, cwd, threads = dict(os.environ), sys.argv, os.getcwd(), torch.get_num_threads()
-    loggers = logger_states()
     GlobalHydra.instance().clear()
     try:
-        with warnings.catch_warnings():
+        with loggers_kept(root=True), warnings.catch_warnings():
             yield
     finally:
         os.environ.clear()
@@ -176,18 +201,6 @@ def process_state_kept() -> Iterator[None]:
         sys.argv = argv
         os.chdir(cwd)
         torch.set_num_threads(threads)
-        root = logging.getLogger()
-        for logger in logger_states():  # a logger first configured by the call: as a new one is
-            handlers, level, propagate, disabled = loggers.get(logger, ([], logging.NOTSET, True, False))
-            for handler in [h for h in logger.handlers if h not in handlers]:  # the call's: on its console
-                logger.removeHandler(handler)
-                handler.close()
-            if logger is root:  # pytest's own capture, which Hydra's logging configuration took away
-                root.handlers[:] = handlers
-            # Elsewhere what the call removed stays removed, as in its process: train() takes Lightning's console
-            # handler, made at import on whatever stream was sys.stderr then (perhaps closed since).
-            logger.setLevel(level)
-            logger.propagate, logger.disabled = propagate, disabled
         gc.enable()
         GlobalHydra.instance().clear()
 
@@ -231,8 +244,12 @@ def run_train_process(run_dir: Path, *overrides: str, multirun: bool = False, ti
 
 
 @pytest.fixture(autouse=True)
-def _clear_hydra():
-    yield
+def _clear_hydra_and_keep_loggers():
+    """Each test starts with no Hydra instance and leaves the loggers as it found them: a test that calls a review
+    script's main() under capsys points the ``attention_lab`` logger at capsys's stream, closed after the test (a
+    later test's run then logged "I/O operation on closed file")."""
+    with loggers_kept(root=False):
+        yield
     GlobalHydra.instance().clear()
 
 

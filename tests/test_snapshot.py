@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import importlib.util
 import json
+import logging
 import os
 import re
 
@@ -148,6 +149,15 @@ def test_a_bad_run_dir_fails_with_one_line(tmp_path, case, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and expected in err and err.count("\n") == 1, err
     assert not any((tmp_path / "elsewhere").glob("*")) if case == "linked_visualize" else True
+
+
+def test_the_next_test_finds_the_attention_lab_logger_as_it_was():
+    """The test above runs snapshot.py's main() under capsys: it points the ``attention_lab`` logger at capsys's
+    stream, closed after that test (conftest's autouse fixture puts the logger back; without it a later run's log
+    lines went to the closed stream: "I/O operation on closed file"). --dist loadscope keeps a module's tests in
+    order on one worker."""
+    logger = logging.getLogger("attention_lab")
+    assert logger.propagate and not logger.handlers, logger.handlers
 
 
 def test_help_and_errors_come_without_torch(tmp_path):
