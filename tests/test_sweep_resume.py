@@ -12,7 +12,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import QUIET, ROOT, TINY_JOB, TRAIN, run_in_process, run_script, run_train, script_env, signal_when
+from conftest import (
+    CONFIG_DIR,
+    QUIET,
+    ROOT,
+    TINY_JOB,
+    TRAIN,
+    run_in_process,
+    run_script,
+    run_train,
+    script_env,
+    signal_when,
+)
 from test_errors import assert_one_line_error
 
 SMALL = ["max_steps=60", "task.train_size=256", "task.val_size=32", "trainer.val_check_interval=10",
@@ -106,6 +117,21 @@ def test_resume_of_a_sweep_adds_only_training_length(tmp_path, monkeypatch):
     proc = refused_resume(monkeypatch, sweep_dir, "heads=4")
     assert_one_line_error(proc, "heads=4", f"resume={sweep_dir}", "max_steps")
     assert sorted(p.name for p in sweep_dir.iterdir()) == ["multirun.yaml"]
+
+
+def test_a_parallel_sweep_resumed_with_another_launcher_drops_the_parallel_launchers_settings(tmp_path):
+    """The recorded ``hydra.launcher.n_jobs`` belongs to the parallel launcher: replayed onto the basic one it was
+    refused as a setting that does not exist."""
+    from attention_lab.run.sweep_resume import command_line
+
+    sweep_dir = fake_sweep(tmp_path, ["heads=1,2", "max_steps=5"],
+                           ["hydra.sweep.dir=x", "hydra.mode=MULTIRUN", "hydra/launcher=parallel", "hydra.launcher.n_jobs=2"])
+    argv = command_line([f"resume={sweep_dir}", "hydra/launcher=basic"], CONFIG_DIR)
+    assert "hydra/launcher=basic" in argv and "hydra/launcher=parallel" not in argv, argv
+    assert not [arg for arg in argv if arg.startswith("hydra.launcher.")], argv
+    # The same launcher again keeps its recorded settings.
+    argv = command_line([f"resume={sweep_dir}", "hydra/launcher=parallel"], CONFIG_DIR)
+    assert "hydra.launcher.n_jobs=2" in argv, argv
 
 
 def test_a_tampered_sweep_record_runs_nothing(tmp_path, monkeypatch):

@@ -151,7 +151,7 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
         task, hydra = read_record(sweep_dir, setting)
         added = added_overrides(argv, [*task, *hydra], setting)
         given = {override_key(o) for o in added}
-        overrides = [o for o in [*task, *hydra] if override_key(o) not in given] + added
+        overrides = [o for o in [*task, *hydra] if not replaced_by(override_key(o), given)] + added
         overrides += [f"resume={sweep_dir}", f"hydra.sweep.dir={sweep_dir}"]
         named = {override_key(arg) for arg in argv if is_override(arg)}  # this command's own (repeated) settings
         for variant in sweep_variants(overrides):
@@ -165,6 +165,13 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
             overrides += optuna_overrides(sweep_dir, first.hydra.sweeper, setting)
     flags = [arg for arg in argv if not is_override(arg) and arg not in ("-m", "--multirun")]
     return [*flags, "-m", *overrides]
+
+
+def replaced_by(key: str, given: set[str]) -> bool:
+    """Whether a recorded setting gives way to this command's: the same key, or a setting of a group the command
+    chooses again (``hydra/launcher=basic`` drops the recorded ``hydra.launcher.n_jobs``, which the basic launcher
+    does not have; a group's settings live at its default package, the group's path with dots)."""
+    return key in given or any(key.startswith(group.replace("/", ".") + ".") for group in given if "/" in group)
 
 
 def check_room(sweep_dir: Path, setting: str) -> None:
