@@ -115,6 +115,9 @@ test-all: setup  ## every test, the slow ones too (in the same two parts)
 test-min: $(MIN_STAMP)  ## MIN_TESTS on the lowest allowed versions (ARGS, e.g. ARGS=tests/ for every test)
 	$(MIN_BIN)/python -m pytest -m "not slow" $(if $(ARGS),$(ARGS),$(MIN_TESTS))
 
+docs: setup  ## rewrite the docs' generated tables (knobs, groups, variants) from the code
+	$(BIN)/python -m attention_lab.docs_tables
+
 lint: setup
 	$(BIN)/ruff check src scripts tests
 

@@ -95,7 +95,6 @@ def quick(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict, Path]:
     return proc, json.loads(files[0].read_text()), out_dir
 
 
-@pytest.mark.serial  # the quick benchmark times runs against each other: alone, after the parallel tests
 def test_quick_produces_every_row(quick):
     _, result, _ = quick
     assert result["errors"] == []
@@ -110,7 +109,6 @@ def test_quick_produces_every_row(quick):
     assert all(row["ok"] in (True, False) for row in result["targets"])  # measured; pass or miss not checked
 
 
-@pytest.mark.serial
 def test_circuit_metrics_rows_add_up(quick):
     """The per-validation share and the run share are the three timed metrics over the plain pass and over the
     maps-on runs' wall time, with one validation every val_check_interval steps and the final one."""
@@ -126,7 +124,6 @@ def test_circuit_metrics_rows_add_up(quick):
     assert rows["C/circuit_metrics_run_share"]["samples"] == pytest.approx(shares)
 
 
-@pytest.mark.serial
 def test_quick_records_machine_command_and_runs(quick):
     _, result, _ = quick
     assert result["command"] == f"python scripts/benchmark.py {' '.join(QUICK_ARGS)} --out-dir {quick[2]}"
@@ -144,7 +141,6 @@ def test_quick_records_machine_command_and_runs(quick):
     assert maps_on["final_validation_s"] > ablation_off["final_validation_s"] > 0
 
 
-@pytest.mark.serial
 def test_quick_prints_tables(quick):
     proc, _, _ = quick
     for title in ("A. Attention kernels", "B. Training throughput", "C. Attention-map logging overhead",

@@ -24,10 +24,6 @@ from conftest import CONFIG_DIR, ROOT, TRAIN, check_command_line, compose_config
 # The options a group offers, as the error lists them: the group's config files, sorted.
 MODELS, TASKS = (", ".join(sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))) for group in ("model", "task"))
 
-# Measured: about 1 s (4 s when the corpus or device check imports torch) on a loaded 2-core box.
-MAX_REJECT_SECONDS = 20
-
-
 def assert_one_line_error(proc, *fragments: str) -> str:
     """Exit status != 0, stderr is exactly one `error: ...` line naming the fragments, no traceback."""
     output = proc.stdout + proc.stderr
@@ -41,11 +37,10 @@ def assert_one_line_error(proc, *fragments: str) -> str:
 
 
 def reject(tmp_path: Path, *overrides: str, run=run_script):
+    """The command's result and the run dir it was given. How fast a rejection comes is measured by the benchmark
+    (section D's config_error and type_error rows, with their targets), not timed here."""
     run_dir = tmp_path / "run"
-    started = time.perf_counter()
-    proc = run(TRAIN, *overrides, f"hydra.run.dir={run_dir}")
-    elapsed = time.perf_counter() - started
-    return proc, elapsed, run_dir
+    return run(TRAIN, *overrides, f"hydra.run.dir={run_dir}"), run_dir
 
 
 def write_corpus(tmp_path: Path, data: bytes) -> Path:
@@ -77,23 +72,20 @@ SUBPROCESS_CASES = {
 IMPORTS_TORCH = {"device without hardware"}
 
 
-@pytest.mark.serial  # timed (MAX_REJECT_SECONDS): alone, after the parallel tests
 @pytest.mark.parametrize("overrides, fragments, run", [(*case, run_in_process if name in IMPORTS_TORCH else run_script)
                                                         for name, case in SUBPROCESS_CASES.items()],
                          ids=SUBPROCESS_CASES.keys())
 def test_bad_setting_is_one_line(tmp_path, overrides, fragments, run):
-    proc, elapsed, run_dir = reject(tmp_path, *overrides, run=run)
+    proc, run_dir = reject(tmp_path, *overrides, run=run)
     assert_one_line_error(proc, *fragments)
-    assert elapsed < MAX_REJECT_SECONDS
     assert not run_dir.exists(), "a rejected config must leave no run dir behind"
 
 
-@pytest.mark.serial
 def test_bad_corpus_is_one_line(tmp_path):
     corpus = write_corpus(tmp_path, "caf\xe9 au lait\n".encode("latin-1"))
-    proc, elapsed, run_dir = reject(tmp_path, f"task.corpus={corpus}")
+    proc, run_dir = reject(tmp_path, f"task.corpus={corpus}")
     assert_one_line_error(proc, f"task.corpus={corpus}", "UTF-8")
-    assert elapsed < MAX_REJECT_SECONDS and not run_dir.exists()
+    assert not run_dir.exists()
 
 
 def test_full_traceback_on_request(tmp_path):

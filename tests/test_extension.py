@@ -1,8 +1,8 @@
 """A new attention variant is one file under attention/ plus one yaml under configs/model/, and a new task is one
-file under data/tasks/ plus one yaml under configs/task/: no other edit, also when each has an option of its own
-(``model.options.<name>``, ``task.options.<name>``). Checked on a copy of the project: it trains, the options reach
-the code, a bad option is one line, the test files that enumerate the variants and tasks pass on it, and (slow) so
-does the whole default suite."""
+file under data/tasks/ plus one yaml under configs/task/: no other edit (`make docs` then writes their rows in the
+docs' tables), also when each has an option of its own (``model.options.<name>``, ``task.options.<name>``). Checked
+on a copy of the project: it trains, the options reach the code, a bad option is one line, the test files that
+enumerate the variants and tasks pass on it, and (slow) so does the whole default suite."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ from attention_lab.attention.self_attention import SelfAttention
 
 @register("cosine")
 class CosineAttention(SelfAttention):
+    """`self` with unit-length keys (and queries): the scores are cosine similarities"""
+
+    origin = "an example of tests/test_extension.py"
+    summary = "`self` on unit-length keys and queries"
     options = ("unit",)
     choices = {"unit": ("queries_and_keys", "keys")}
 
@@ -59,14 +63,17 @@ TASK = '''
 
 from dataclasses import dataclass
 
-from attention_lab.data.tasks.base import SequenceTransformTask, register_task
+from attention_lab.data.tasks.base import SequenceTransformTask, option, register_task
 
 
 @register_task("rotate")
 class RotateTask(SequenceTransformTask):
+    summary = "random word sequence → the same words moved `task.options.shift` places to the left, the first last"
+    lengths = "3–8"
+
     @dataclass
     class Options:
-        shift: int = 1  # places each word moves to the left
+        shift: int = option(1, help="places each word moves to the left")
 
     def transform(self, ids, options):
         shift = options.shift % len(ids)
@@ -131,9 +138,12 @@ BAD_OPTIONS = {
 # lists among them). The whole default suite on the copy is test_the_whole_default_suite_passes_on_the_copy (slow).
 REGISTRY_TESTS = ["tests/test_configs.py", "tests/test_variant_configs.py", "tests/test_errors.py",
                   "tests/test_variant_facts.py", "tests/test_attention_variants.py", "tests/test_state_size.py",
-                  "tests/test_tensorboard_tab.py", "tests/test_gradcheck.py", "tests/test_help.py"]
+                  "tests/test_tensorboard_tab.py", "tests/test_gradcheck.py", "tests/test_help.py",
+                  "tests/test_docs_tables.py", "tests/test_config_help.py", "tests/test_tasks.py",
+                  "tests/test_smeared_keys.py"]
 SELECTED = ("cosine or rotate or groups_offer or rows_cover or compose_errors or declarations_match or source_reader "
-            "or every_tasks_kind or listed_are_the_registries or every_group_a_user_chooses")
+            "or every_tasks_kind or listed_are_the_registries or every_group_a_user_chooses or docs_hold "
+            "or every_group_with_every_option or every_variant_once or every_tasks_own_options or smears_on_both")
 # What a copy of the project leaves out: what git ignores (.gitignore) and git's own files.
 NOT_COPIED = (".git", ".venv", ".venv-min", "__pycache__", "*.egg-info", ".pytest_cache", ".ruff_cache",
               ".hypothesis", "outputs", "lightning_logs", "multirun")
@@ -142,7 +152,7 @@ NOT_COPIED = (".git", ".venv", ".venv-min", "__pycache__", "*.egg-info", ".pytes
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """A copy of the project (everything but what git ignores) with the variant and the task added, one file and
-    one yaml each."""
+    one yaml each, and the docs' tables regenerated (`make docs`)."""
     project = tmp_path_factory.mktemp("extension") / "project"
     shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(*NOT_COPIED))
     (project / "outputs").mkdir()
@@ -156,6 +166,8 @@ def project(tmp_path_factory) -> Path:
     for path, text in files.items():
         assert not path.exists()
         path.write_text(textwrap.dedent(text).lstrip())
+    docs = in_copy(project, "-m", "attention_lab.docs_tables")  # `make docs`: the tables that list the variants
+    assert docs.returncode == 0, docs.stderr[-3000:]
     return project
 
 
@@ -215,7 +227,8 @@ def test_the_tests_that_enumerate_variants_and_tasks_pass_on_the_copy(project):
     counts = proc.stdout.strip().splitlines()[-1]
     assert " passed" in counts and "failed" not in counts and "error" not in counts, counts
     passed = [line for line in proc.stdout.splitlines() if line.startswith("PASSED ")]
-    for name in ("cosine", "rotate", "listed_are_the_registries"):  # cases of the new names ran, and the help's
+    for name in ("cosine", "rotate", "listed_are_the_registries", "docs_hold", "every_variant_once"):  # cases of the
+        # new names ran, the help's listing, the docs' generated tables
         assert any(name in line for line in passed), name
 
 

@@ -220,16 +220,3 @@ def test_records_md_lists_what_a_resume_may_add():
     listed = set(re.findall(r"^- (.+)$", section, re.MULTILINE))
     names = {name for line in listed for name in re.findall(r"`([\w./]+)`", line)}
     assert names == set(ADDED_ON_RESUME)
-
-
-def variant_table(page: Path) -> list[str]:
-    """The names in the first column of a page's table of variants (the one headed `| name |`)."""
-    text = page.read_text()
-    table = text[text.index("\n| name |"):].split("\n\n")[0]
-    return re.findall(r"^\| `(\w+)`", table, re.MULTILINE)
-
-
-@pytest.mark.parametrize("page", [README, ROOT / "docs" / "library.md"], ids=lambda page: page.name)
-def test_the_variant_table_lists_every_variant_once(page: Path):
-    shipped = sorted(path.stem for path in (ROOT / "configs" / "model").glob("*.yaml"))
-    assert sorted(variant_table(page)) == shipped

@@ -130,9 +130,11 @@ def accepting_variants() -> list[str]:
 @pytest.mark.parametrize("variant", accepting_variants())
 def test_every_variant_that_takes_it_smears_on_both_paths_alike(variant):
     """Fused and weights paths agree, and the smear changes the output (a large α is the plain key)."""
+    from attention_lab.attention import ATTENTION_REGISTRY
+
     torch.manual_seed(0)
-    module = build_attention(variant, d_in=16, d_out=16, num_heads=2 if variant != "self" else 1, causal=True,
-                             smeared_keys=True).double()
+    heads = 2 if ATTENTION_REGISTRY[variant].multi_head else 1  # what the class declares, not a list of names
+    module = build_attention(variant, d_in=16, d_out=16, num_heads=heads, causal=True, smeared_keys=True).double()
     x = torch.randn(2, 5, 16, dtype=torch.float64)
     fused = module(x).context
     with capture(module, points=("weights",)):

@@ -218,7 +218,6 @@ def test_events_hold_predictions_beside_targets(events):
 
 # --- distributed and sweeps ---------------------------------------------------------------------------------
 
-@pytest.mark.serial  # two processes and a rendezvous port
 def test_ddp_sim_trains_in_two_gloo_processes(tmp_path: Path, single_thread):
     run_dir = tmp_path / "ddp"
     # A process of its own: the spawned ranks print their lines to the process's stderr, past an in-process capture.

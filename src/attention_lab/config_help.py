@@ -6,15 +6,13 @@ listed are the registries' (reading the registries here would cost --help the pa
 
 ``--help`` is Hydra's own, customised in its documented way: ``hydra.help.template`` (configs/hydra/help/lab.yaml)
 interpolates ``${lab.help:}``, the resolver that :func:`attention_lab.run.cli.register_help` registers (scripts/train.py calls it), which
-calls :func:`help_sections` on the composed config. The docs' table is :func:`knob_table`;
-``python -m attention_lab.config_help docs/configuration.md`` writes it there, and tests/test_config_help.py checks
-that the docs hold it."""
+calls :func:`help_sections` on the composed config. The docs' table is :func:`knob_table`, which ``make docs``
+(:mod:`attention_lab.docs_tables`) writes there."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 import textwrap
 from collections.abc import Iterable
 from enum import Enum
@@ -139,26 +137,3 @@ def knob_table() -> str:
         cell = meaning.replace("|", r"\|")  # a table's cell
         rows.append(f"| `{knob.name}` | `{as_typed(schema_default(knob))}` | {cell} |")
     return "\n".join(rows)
-
-
-def replace_knob_table(text: str) -> str:
-    """``text`` (docs/configuration.md) with its knob table (the first table after the "## Knobs" heading)
-    regenerated."""
-    match = re.search(r"^## Knobs.*\n(?:[^|\n].*\n|\n)*?((?:\|.*\n)+)", text, re.MULTILINE)
-    if match is None:
-        raise ValueError("no table after a '## Knobs' heading")
-    return text[:match.start(1)] + knob_table() + "\n" + text[match.end(1):]
-
-
-def main(argv: list[str]) -> None:
-    """``python -m attention_lab.config_help [docs/configuration.md]``: rewrites that file's knob table (without a
-    file: prints the table)."""
-    if not argv:
-        print(knob_table())
-    for name in argv:
-        path = Path(name)
-        path.write_text(replace_knob_table(path.read_text(encoding="utf-8")), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -52,6 +52,11 @@ class AttentionModule(nn.Module):
     positions_note: ClassVar[str] = "it has no query/key projections"
     # A recurrence over time (a state that each position updates): it takes causal=True only (mask=causal).
     causal_only: ClassVar[bool] = False
+    # What the docs' variant tables say of it (`make docs` writes them from here): where it comes from (a notebook or a
+    # paper) and what it is in one line (README.md); the class docstring's first paragraph is docs/library.md's fuller
+    # description. A class's own, never its base's.
+    origin: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
 
     @classmethod
     def state_size(cls, d_model: int, num_heads: int, seq_len: int, kv_heads: int | None = None, **options) -> int:

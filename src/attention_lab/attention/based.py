@@ -100,7 +100,22 @@ def check_window_size(value: object) -> None:
 
 @register("based")
 class Based(AttentionModule):
-    """W_query and W_key (to feature_dim per head), W_value, a short convolution, Taylor + window, out_proj."""
+    """q and k projected to `feature_dim` d' (16) per head and scaled by d'^(−1/4), after a short causal convolution
+    on q, k and v (`short_conv` taps, 3); ½ · linear attention with the 2nd-order Taylor map φ(q)·φ(k) = 1 + q·k +
+    (q·k)²/2, normalised by the row sum (state (1 + d' + d'²) × d_v per head; chunked prefix sums past `chunk`), + ½
+    · exact softmax over the last `window_size` positions (64; 0: none); weights: that T × T map, row-stochastic;
+    `causal=True` only
+
+    W_query and W_key (to feature_dim per head), W_value, a short convolution, Taylor + window, out_proj.
+    """
+
+    origin = (
+        "Arora et al. 2024, *Simple linear attention language models balance the recall-throughput tradeoff* (Based)"
+    )
+    summary = (
+        "linear attention with the Taylor map 1 + q·k + (q·k)²/2, plus a sliding softmax window and a short "
+        "convolution; `mask=causal` only"
+    )
 
     takes_source = False
     multi_head = True

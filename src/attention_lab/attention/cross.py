@@ -9,11 +9,16 @@ from attention_lab.attention.self_attention import SelfAttention
 
 @register("cross")
 class CrossAttention(SelfAttention):
-    """Queries from ``x`` (the decoder), keys and values from ``source`` (the encoder output).
+    """queries from `x`, keys and values from `source`
+
+    Queries from ``x`` (the decoder), keys and values from ``source`` (the encoder output).
 
     ``source`` may be longer or shorter than ``x``. Causal masking is rejected: it needs queries
     and keys from one sequence.
     """
+
+    origin = "notebook 001 `Attention`"
+    summary = "queries from one sequence, keys and values from another (encoder-decoder)"
 
     takes_source = True
     multi_head = False

@@ -38,7 +38,19 @@ def lambda_init(layer: int) -> float:
 
 @register("diff")
 class DiffAttention(MultiHeadAttention):
-    """``multihead``'s W_query, W_key, W_value and out_proj; two maps per head, subtracted; λ; a per-head norm."""
+    """`multihead`'s projections, each head's query and key split in two halves: (softmax(Q₁K₁ᵀ/√(d/2)) − λ
+    softmax(Q₂K₂ᵀ/√(d/2))) V, λ = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init, λ_init = 0.8 − 0.6·exp(−0.3·(`layer` −
+    1)) (the model fills in `layer`); each head RMSNorm-ed and × (1 − λ_init); two fused softmax kernels; weights:
+    the signed difference (rows sum to 1 − λ)
+
+    ``multihead``'s W_query, W_key, W_value and out_proj; two maps per head, subtracted; λ; a per-head norm.
+    """
+
+    origin = "Ye et al. 2024, *Differential Transformer*"
+    summary = (
+        "two softmax maps per head, subtracted: (softmax(Q₁K₁ᵀ) − λ softmax(Q₂K₂ᵀ)) V, λ learned per layer; a signed "
+        "map"
+    )
 
     takes_source = False
     multi_head = True

@@ -24,7 +24,18 @@ from attention_lab.attention.registry import register
 
 @register("gated")
 class GatedAttention(MultiHeadAttention):
-    """``multihead``'s W_query, W_key, W_value, out_proj, and W_gate: the gate's logits from the input."""
+    """`multihead`, then each head's output Y (B, H, T, d_v) times σ(X W_gate): Y ⊙ σ(X W_θ), one gate per head
+    dimension (`gate="elementwise"`) or per head (`"headwise"`), before `hook_head_output` and `out_proj`; weights:
+    multihead's softmax map (the gate acts after it); takes `sink`; logs its mean gate per head
+
+    ``multihead``'s W_query, W_key, W_value, out_proj, and W_gate: the gate's logits from the input.
+    """
+
+    origin = "Qiu et al. 2025, *Gated Attention for Large Language Models*"
+    summary = (
+        "`multihead` with a sigmoid gate on each head's output before `out_proj`: Y ⊙ σ(X W_θ), `gate=elementwise` or "
+        "`headwise`"
+    )
 
     takes_source = False
     multi_head = True

@@ -32,12 +32,23 @@ def check_optional_width(argument: str, value: object) -> None:
 
 @register("mla")
 class MultiHeadLatentAttention(AttentionModule):
-    """W_kv_down (x -> c_KV), W_key / W_value (c_KV -> per-head keys / values), W_key_rope (x -> the shared RoPE
+    """c_KV = `W_kv_down` x (`kv_latent` wide), keys `W_key` c_KV and values `W_value` c_KV per head; queries
+    full-rank or from a latent (`q_latent`); with `position="rope"` a per-head RoPE query part and one shared RoPE
+    key (`rope_dim` wide) concatenated to the content parts; a KV cache of `kv_latent + rope_dim` numbers per token
+    and layer; no `kv_heads`
+
+    W_kv_down (x -> c_KV), W_key / W_value (c_KV -> per-head keys / values), W_key_rope (x -> the shared RoPE
     key), W_query and W_query_rope (from x, or from c_Q = W_q_down x), out_proj.
 
     ``kv_latent`` d_c (None: 4·d_h, DeepSeek-V2's ratio), ``rope_dim`` d_h^R (position=rope only; None: d_h / 2,
     rounded down to an even width, DeepSeek-V2's ratio), ``q_latent`` d_c' (None: full-rank queries).
     """
+
+    origin = "DeepSeek-AI 2024, *DeepSeek-V2*"
+    summary = (
+        "multi-head latent attention: keys and values from one shared low-rank latent, decoupled RoPE keys; a small KV"
+        " cache"
+    )
 
     takes_source = False
     multi_head = True

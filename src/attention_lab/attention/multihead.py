@@ -24,8 +24,14 @@ from attention_lab.attention.sink import sink_attend
 
 @register("multihead")
 class MultiHeadAttention(AttentionModule):
-    """Project to d_out once, split into num_heads heads of head_dim = d_out / num_heads,
-    attend per head, concatenate, then mix the heads with ``out_proj``."""
+    """split heads of `d_out / num_heads`, then `out_proj`
+
+    Project to d_out once, split into num_heads heads of head_dim = d_out / num_heads,
+    attend per head, concatenate, then mix the heads with ``out_proj``.
+    """
+
+    origin = "ch. 3 `MultiHeadAttention`, 004"
+    summary = "split heads of `d_model / heads`, then `out_proj`"
 
     takes_source = False
     multi_head = True

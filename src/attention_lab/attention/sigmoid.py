@@ -23,10 +23,16 @@ from attention_lab.attention.registry import register
 
 @register("sigmoid")
 class SigmoidAttention(MultiHeadAttention):
-    """``multihead``'s projections (W_query, W_key, W_value, out_proj); sigmoid in place of the softmax.
+    """`multihead`'s projections, weights sigmoid(q·kᵀ/√d + b), b = −log T_k (real keys) or `score_bias=`, no row
+    normalisation
+
+    ``multihead``'s projections (W_query, W_key, W_value, out_proj); sigmoid in place of the softmax.
 
     ``score_bias`` is b; None takes the paper's -log(T_k), T_k the number of keys.
     """
+
+    origin = "Ramapuram et al. 2024, *Sigmoid Self-Attention*"
+    summary = "sigmoid(q·kᵀ/√d + b) per key, no normalisation over the row"
 
     takes_source = False
     multi_head = True

@@ -77,10 +77,21 @@ def option_hint(key: str) -> str:
     return f"; did you mean task.options.{key} ({', '.join(owners)})?" if owners else ""
 
 
+def option(default: Any, *, help: str) -> Any:
+    """A field of a task's ``Options``: its default, and its meaning, which docs/configuration.md's table of the
+    tasks' options shows (``make docs`` writes it)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 class Task:
     name = ""
-    # Its own knobs, set as task.options.<name>: a dataclass whose fields give each one's type, default and meaning.
+    # Its own knobs, set as task.options.<name>: a dataclass whose fields give each one's type, default and meaning
+    # (declared with `option(...)`).
     Options: ClassVar[type] = NoOptions
+    # What docs/configuration.md's table of the tasks says of it (`make docs` writes it from here): the input and the
+    # target it trains on, and its inputs' lengths.
+    summary: ClassVar[str] = ""
+    lengths: ClassVar[str] = ""
 
     @classmethod
     def options_of(cls, config: TaskConfig | Mapping[str, Any]) -> Any:

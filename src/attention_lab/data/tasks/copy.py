@@ -9,15 +9,22 @@ from dataclasses import dataclass
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
-from attention_lab.data.tasks.base import SequenceTransformTask, register_task
+from attention_lab.data.tasks.base import SequenceTransformTask, option, register_task
 from attention_lab.errors import ConfigError
 
 
 @register_task("copy")
 class CopyTask(SequenceTransformTask):
+    summary = (
+        "random word sequence → itself; with `task.options.delay=d`, each word d positions later (`<pad>` before): "
+        "with `mask=causal` a lookup by position"
+    )
+    lengths = "3–8"
+
     @dataclass
     class Options:
-        delay: int = 0  # each word is output this many positions later (0: plain copy)
+        delay: int = option(0, help="each word is output this many positions later (0: plain copy; at most "
+                                    "`task.min_len` − 1)")
 
     def head_score_kind(self, config: TaskConfig) -> str | None:
         # each output reads the word `delay` places back: itself, the previous word, or no pattern a kind names

@@ -19,6 +19,12 @@ from attention_lab.errors import ConfigError
 
 @register_task("induction")
 class InductionTask(Task):
+    summary = (
+        "a sequence of distinct words, then its repeat → the next word at each position of the repeat, `<pad>` "
+        "elsewhere (the induction-head task, Olsson et al. 2022; needs `mask=causal`)"
+    )
+    lengths = "6–16 (sequence of 3–8)"
+
     def head_score_kind(self, config: TaskConfig) -> str:
         return "induction"
 

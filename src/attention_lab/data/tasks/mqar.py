@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
-from attention_lab.data.tasks.base import Pairs, Task, distinct_examples, register_task, values_passed_on
+from attention_lab.data.tasks.base import Pairs, Task, distinct_examples, option, register_task, values_passed_on
 from attention_lab.errors import ConfigError
 
 
@@ -40,11 +40,19 @@ def draw_slots(weights: list[float], count: int, rng: random.Random) -> list[int
 
 @register_task("mqar")
 class MqarTask(Task):
+    summary = (
+        "`task.options.pairs` keys from the first half of the words with values from the second (distinct), then "
+        "`<pad>` but for each key asked once at a power-law gap (`task.options.power_a`, Zoology's 0.01; 1 = uniform) "
+        "→ each query's value, `<pad>` elsewhere (multi-query associative recall as Zoology's generator builds it; "
+        "needs `task.words`)"
+    )
+    lengths = "`task.max_len` (32)"
+
     @dataclass
     class Options:
-        pairs: int = 4  # key-value pairs in each input, each key asked for once after them
-        # a query g + 1 slots after the pairs has weight ∝ (g + 1)^(a - 1) (Zoology's 0.01); 1 = uniform
-        power_a: float = 0.01
+        pairs: int = option(4, help="key–value pairs in each input (each key asked for once after them)")
+        power_a: float = option(0.01, help="the gaps' power law: a query g + 1 slots after the pairs has weight "
+                                           "∝ (g + 1)^(a − 1) (Zoology's 0.01); 1 = uniform")
 
     @staticmethod
     def slots(config: TaskConfig, options: MqarTask.Options) -> int:

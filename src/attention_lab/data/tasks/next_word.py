@@ -15,6 +15,9 @@ from attention_lab.errors import ConfigError
 
 @register_task("next_word")
 class NextWordTask(Task):
+    summary = "window of a corpus sentence → the window shifted by one word (needs `mask=causal`)"
+    lengths = "2–5"
+
     @staticmethod
     def windows(vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> Pairs:
         pairs = []

@@ -20,6 +20,7 @@ from attention_lab.data.tasks.base import (
     check_ood_range,
     corpus_words,
     distinct_examples,
+    option,
     register_task,
     values_passed_on,
 )
@@ -28,10 +29,16 @@ from attention_lab.errors import ConfigError
 
 @register_task("recall")
 class RecallTask(Task):
+    summary = (
+        "`task.options.pairs` key–value word pairs (distinct keys), then `task.options.queries` of the keys → each "
+        "query's value, `<pad>` elsewhere (multi-query associative recall, Arora et al. 2023, *Zoology*)"
+    )
+    lengths = "2 · pairs + queries (10)"
+
     @dataclass
     class Options:
-        pairs: int = 4  # key-value pairs in each input
-        queries: int = 2  # keys asked for after the pairs (at most pairs)
+        pairs: int = option(4, help="key–value pairs in each input")
+        queries: int = option(2, help="keys asked for after the pairs (at most `pairs`)")
 
     def head_score_kind(self, config: TaskConfig) -> str:
         return "induction"  # a query reads the word after its key's earlier occurrence: the induction pattern

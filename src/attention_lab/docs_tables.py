@@ -1,0 +1,133 @@
+"""The docs' tables that list the lab's knobs, groups, variants and tasks, written from where each fact lives: the
+knobs from the schema (:func:`attention_lab.config_help.knob_table`), the groups and their options from the config
+search path (as ``--help`` lists them), the variants from their classes (``origin``, ``summary`` and the docstring's
+first paragraph), the tasks from theirs (``summary``, ``lengths`` and their ``Options`` fields' meanings). ``make docs`` (``python -m attention_lab.docs_tables``, in the project's root) rewrites each table in
+place, between two marker lines::
+
+    <!-- generated (make docs): variants -->
+    | name | from | what it is |
+    ...
+    <!-- end generated -->
+
+so a new variant or task (one file and one yaml) gets its rows by running it; tests/test_docs_tables.py checks that
+the docs hold what this writes."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from attention_lab.config_help import GROUPS, knob_table, search_path_options, user_groups
+
+# The pages that hold generated tables, relative to the project's root.
+PAGES = ("README.md", "docs/library.md", "docs/configuration.md")
+MARKED = re.compile(r"^(<!-- generated \(make docs\): (\w+) -->\n)(.*?)^(<!-- end generated -->)$", re.MULTILINE | re.DOTALL)
+
+
+def cell(text: str) -> str:
+    """Text as one table cell: one line, its pipes escaped."""
+    return " ".join(text.split()).replace("|", r"\|")
+
+
+def first_paragraph(cls: type) -> str:
+    """A class's own docstring's first paragraph, as one line (none: the empty string)."""
+    return cell((cls.__doc__ or "").strip().split("\n\n")[0])
+
+
+def variant_table(default: str | None, *, detailed: bool) -> str:
+    """Every registered variant, by name: where it comes from and what it is (``detailed``: the docstring's first
+    paragraph, docs/library.md; else its one-line ``summary``, README.md). The classes are imported (torch)."""
+    from attention_lab.attention import ATTENTION_REGISTRY
+
+    rows = ["| name | from | what it is |", "|---|---|---|"]
+    for name in sorted(ATTENTION_REGISTRY):
+        cls = ATTENTION_REGISTRY[name]
+        own = vars(cls)  # a class's own entries: a subclass does not come from where its base came from
+        label = f"`{name}` (default)" if name == default and not detailed else f"`{name}`"
+        what = first_paragraph(cls) if detailed else cell(own.get("summary", ""))
+        rows.append(f"| {label} | {cell(own.get('origin', ''))} | {what} |")
+    return "\n".join(rows)
+
+
+def group_table(cfg: Any) -> str:
+    """Every group a user chooses (``cfg``: the composed default config, with ``hydra``): its options, the default
+    first and in bold, and what it decides (the words of ``--help``)."""
+    rows = ["| group | options (the default in bold) | what it decides |", "|---|---|---|"]
+    for group in user_groups(cfg):
+        chosen = cfg.hydra.runtime.choices.get(group)
+        options = search_path_options(cfg, group)
+        listed = [f"**`{chosen}`**"] * (chosen in options) + [f"`{option}`" for option in options if option != chosen]
+        what = cell(GROUPS.get(group, "")).replace("<", r"\<")  # "~callbacks.<name>": not an HTML tag
+        rows.append(f"| `{group}` | {', '.join(listed)} | {what} |")
+    return "\n".join(rows)
+
+
+def task_table(default: str | None) -> str:
+    """Every registered task: what it trains on (input → target) and its inputs' lengths."""
+    from attention_lab.data.tasks import TASK_REGISTRY
+
+    rows = ["| task | input → target | lengths |", "|---|---|---|"]
+    for name in sorted(TASK_REGISTRY):
+        own = vars(TASK_REGISTRY[name])
+        label = f"`{name}` (default)" if name == default else f"`{name}`"
+        rows.append(f"| {label} | {cell(own.get('summary', ''))} | {cell(own.get('lengths', ''))} |")
+    return "\n".join(rows)
+
+
+def task_option_table() -> str:
+    """The tasks that have options of their own: each option at its default, and what it means."""
+    from attention_lab.data.tasks import TASK_REGISTRY
+
+    rows = ["| task | option (default) | meaning |", "|---|---|---|"]
+    for name in sorted(TASK_REGISTRY):
+        declared = dataclasses.fields(TASK_REGISTRY[name].Options)
+        if not declared:
+            continue
+        options = ", ".join(f"`{f.name}` ({f.default})" for f in declared)
+        meanings = [f.metadata.get("help", "") for f in declared]
+        if len(declared) > 1:
+            meanings = [f"`{f.name}`: {meaning}" for f, meaning in zip(declared, meanings, strict=True)]
+        rows.append(f"| `{name}` | {options} | {cell('; '.join(meanings))} |")
+    return "\n".join(rows)
+
+
+def tables(root: Path) -> dict[str, str]:
+    """Every generated table of the project in ``root``, by the name its markers give."""
+    from hydra import compose
+
+    from attention_lab.run.overrides import hydra_compose_api
+
+    with hydra_compose_api(root / "configs"):
+        cfg = compose("train", return_hydra_config=True)
+    model, task = (cfg.hydra.runtime.choices.get(group) for group in ("model", "task"))
+    return {"knobs": knob_table(), "groups": group_table(cfg), "variants": variant_table(model, detailed=False),
+            "variant_details": variant_table(model, detailed=True), "tasks": task_table(task),
+            "task_options": task_option_table()}
+
+
+def rewritten(text: str, generated: dict[str, str]) -> str:
+    """``text`` with each marked table replaced by the generated one of its name. Raises KeyError for a marker
+    that names no table."""
+    return MARKED.sub(lambda m: f"{m.group(1)}{generated[m.group(2)]}\n{m.group(4)}", text)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m attention_lab.docs_tables [ROOT]``: rewrites the generated tables of the pages of the project in
+    ROOT (default: the current directory) and names the pages it changed."""
+    root = Path(argv[0]) if argv else Path.cwd()
+    generated = tables(root)
+    for page in PAGES:
+        path = root / page
+        text = path.read_text(encoding="utf-8")
+        new = rewritten(text, generated)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            print(f"rewrote the generated tables of {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

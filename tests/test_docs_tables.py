@@ -1,0 +1,66 @@
+"""The docs' tables of knobs, groups and variants are written by ``make docs`` (attention_lab.docs_tables) from the
+schema, the config search path and the variants' classes: the docs hold what it writes, each table lists what it
+must (read here independently of the generator), and rewriting touches nothing outside the marked tables."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from attention_lab.attention import ATTENTION_REGISTRY
+from attention_lab.docs_tables import MARKED, PAGES, rewritten, tables
+from conftest import CONFIG_DIR, ROOT
+
+
+@pytest.fixture(scope="module")
+def generated() -> dict[str, str]:
+    return tables(ROOT)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_docs_hold_the_generated_tables(generated, page):
+    text = (ROOT / page).read_text(encoding="utf-8")
+    assert MARKED.search(text), f"{page} has no generated table"
+    assert rewritten(text, generated) == text, f"{page}: a generated table is stale; run make docs"
+
+
+def test_every_generated_table_is_on_a_page(generated):
+    named = {m.group(2) for page in PAGES for m in MARKED.finditer((ROOT / page).read_text(encoding="utf-8"))}
+    assert named == set(generated)
+
+
+def test_rewriting_changes_only_the_marked_tables(generated):
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    stale = text.replace("| `seed` | `0` |", "| `seed` | `7` |")
+    assert stale != text and rewritten(stale, generated) == text
+    outside = text.replace("## Groups (defaults in bold)", "## Groups of settings")  # outside every table: kept as it is
+    assert rewritten(outside, generated) == outside
+
+
+def test_a_marker_naming_no_table_is_an_error(generated):
+    with pytest.raises(KeyError):
+        rewritten("<!-- generated (make docs): nope -->\n| x |\n<!-- end generated -->\n", generated)
+
+
+def variant_table(page: Path) -> list[str]:
+    """The names in the first column of a page's table of variants (the one headed `| name |`)."""
+    text = page.read_text(encoding="utf-8")
+    table = text[text.index("\n| name |"):].split("\n\n")[0]
+    return re.findall(r"^\| `(\w+)`", table, re.MULTILINE)
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "docs" / "library.md"], ids=lambda page: page.name)
+def test_the_variant_table_lists_every_variant_once(page: Path):
+    shipped = sorted(path.stem for path in (CONFIG_DIR / "model").glob("*.yaml"))
+    assert sorted(variant_table(page)) == shipped
+
+
+def test_a_variant_row_says_what_its_own_class_says(generated):
+    """``cross`` subclasses ``self``: its row has its own origin and description, not its base's."""
+    rows = {re.match(r"\| `(\w+)`", line).group(1): line for line in generated["variant_details"].splitlines()[2:]}
+    for name in ("self", "cross"):
+        cls = ATTENTION_REGISTRY[name]
+        assert vars(cls)["origin"] in rows[name] and cls.__doc__.strip().split("\n")[0] in rows[name], name
+    assert vars(ATTENTION_REGISTRY["self"])["origin"] not in rows["cross"]
