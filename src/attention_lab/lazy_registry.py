@@ -19,6 +19,13 @@ from typing import Generic, TypeVar
 C = TypeVar("C")
 
 
+def declaration_pattern(decorator: str) -> re.Pattern[str]:
+    """``@<decorator>("name")`` on its own line above a class (other decorators may come between): its matches are
+    (name, class name). The one reading of a registration; the config checks read a variant's class by it too."""
+    return re.compile(rf"""^@{re.escape(decorator)}\(\s*["']([^"']+)["']\s*\)\s*\n(?:@.*\n)*class (\w+)""",
+                      re.MULTILINE)
+
+
 class LazyRegistry(Mapping[str, C], Generic[C]):
     """Name -> class for the classes of ``package`` (its modules: the ``*.py`` files of ``directory``) that are
     decorated with ``@<decorator>("name")``. Iterating names imports nothing; getting a class imports its module."""
@@ -26,14 +33,14 @@ class LazyRegistry(Mapping[str, C], Generic[C]):
     def __init__(self, package: str, directory: Path, decorator: str) -> None:
         self.package = package
         self.directory = directory
-        self.declaration = re.compile(rf"""^@{re.escape(decorator)}\(\s*["']([^"']+)["']""", re.MULTILINE)
+        self.declaration = declaration_pattern(decorator)
         self.classes: dict[str, C] = {}  # the classes registered so far (their modules are imported)
 
     @functools.cached_property
     def modules(self) -> dict[str, str]:
         """Name -> the module that declares it, from the sources (in the order a package import would visit them)."""
         return {name: f"{self.package}.{path.stem}" for path in sorted(self.directory.glob("*.py"))
-                for name in self.declaration.findall(path.read_text(encoding="utf-8"))}
+                for name, _ in self.declaration.findall(path.read_text(encoding="utf-8"))}
 
     def add(self, name: str, cls: C) -> None:
         """What the decorator does when the class's module is imported."""

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from attention_lab.lazy_registry import declaration_pattern
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 # Where a class and a registration are, found before any parsing: only the classes a check needs are parsed.
 CLASS_LINE = re.compile(r"^class (\w+)\b", re.MULTILINE)
-REGISTERED = re.compile(r"""^@register\(["']([^"']+)["']\)\s*\n(?:@.*\n)*class (\w+)""", re.MULTILINE)
+REGISTERED = declaration_pattern("register")
 
 
 @dataclass(frozen=True)
