@@ -145,11 +145,13 @@ def docs_commands() -> list[str]:
     """The lab's commands in the docs pages' command blocks (not those of other tools: sinfo, apt-get, ...), less the
     README's (checked above) and the bare experiment sweeps (`-m experiment=<preset>`, with or without a launcher:
     tests/test_experiments.py and tests/test_mqar.py compose and check every job of every preset, and the launcher
-    changes no job's config)."""
+    changes no job's config), and a sweep that another command of the set runs the same but for its launcher (its jobs
+    are those, checked there)."""
     commands = {command for page in sorted((ROOT / "docs").glob("*.md")) for command in command_blocks(page.read_text())
                 if command.split()[0] in ("python", "make", "source")}
     preset_sweeps = {command for command in commands if re.fullmatch(r"python scripts/train\.py -m experiment=\w+( hydra/launcher=\w+)?", command)}
-    return sorted(commands - set(readme_commands()) - preset_sweeps)
+    relaunched = {command for command in commands if re.sub(r" hydra/launcher=\w+$", "", command) in commands - {command}}
+    return sorted(commands - set(readme_commands()) - preset_sweeps - relaunched)
 
 
 @pytest.mark.parametrize("command", docs_commands())

@@ -19,8 +19,8 @@ from conftest import (
     TINY_JOB,
     TRAIN,
     run_in_process,
-    run_script,
     run_train,
+    run_train_following_exec,
     script_env,
     signal_when,
 )
@@ -79,7 +79,7 @@ def test_resume_finishes_failed_interrupted_and_never_started_jobs(tmp_path):
     ok_job = snapshot(sweep_dir / "0")
 
     # The corpus is still missing: job 2 is finished, jobs 1 and 3 fail, and the exit status says so.
-    again = run_script(TRAIN, f"resume={sweep_dir}", corpora, timeout=300)
+    again = run_train_following_exec(f"resume={sweep_dir}", corpora)
     assert again.returncode == 1 and "Traceback" not in again.stderr, again.stderr[-3000:]
     assert error_lines(again)[-1].startswith("error: 2 jobs still failed or interrupted after resuming the sweep")
     jobs = summary(sweep_dir)
@@ -88,7 +88,7 @@ def test_resume_finishes_failed_interrupted_and_never_started_jobs(tmp_path):
     assert json.loads((sweep_dir / "2" / "run_info.json").read_text())["attempts"] == 2
 
     shutil.copy(corpus / "good.txt", corpus / "late.txt")
-    done = run_script(TRAIN, f"resume={sweep_dir}", corpora, timeout=300)
+    done = run_train_following_exec(f"resume={sweep_dir}", corpora)
     assert done.returncode == 0 and not error_lines(done), done.stderr[-3000:]
     jobs = summary(sweep_dir)
     assert {n: row["status"] for n, row in jobs.items()} == {0: "ok", 1: "ok", 2: "ok", 3: "ok"}
@@ -152,7 +152,8 @@ def test_optuna_resume_continues_the_study_up_to_n_trials_in_total(tmp_path):
     sweep_dir = tmp_path / "optuna"
     run_train(sweep_dir, "hparams_search=optuna", "hydra.sweeper.n_trials=2", *TINY_JOB, multirun=True)
     kept = {n: snapshot(sweep_dir / str(n)) for n in (0, 1)}
-    run_script(TRAIN, f"resume={sweep_dir}", "hydra.sweeper.n_trials=3", timeout=300, check=True)
+    resumed = run_train_following_exec(f"resume={sweep_dir}", "hydra.sweeper.n_trials=3")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
 
     study = optuna.load_study(study_name="attention_lab", storage=f"sqlite:///{sweep_dir}/optuna.db")
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
@@ -173,7 +174,7 @@ def test_a_job_dir_that_holds_another_jobs_run_is_left_alone(tmp_path):
     (other / ".hydra" / "overrides.yaml").write_text("- heads=4\n- lr=0.01\n")
     (other / "run_info.json").write_text(json.dumps({"status": "failed", "job": 0, "overrides": ["heads=4"]}))
     before = snapshot(other)
-    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)
+    proc = run_train_following_exec(f"resume={sweep_dir}")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     lines = error_lines(proc)
     assert lines[0].startswith("error: job 0 (heads=1 ") and "holds another job's run (heads=4 lr=0.01)" in lines[0]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TRAIN, run_in_process, run_script, script_env, wait_until
+from conftest import ROOT, TRAIN, run_in_process, run_script, run_train_following_exec, script_env, wait_until
 from test_sweep_resume import error_lines, refused_resume, snapshot, summary
 
 COMPARE = ROOT / "scripts" / "compare.py"
@@ -71,7 +71,7 @@ def test_a_second_resume_at_once_is_busy_and_leaves_nothing_behind(finished_swee
                                f"(pid {first.pid} "), lines[0]
     assert after == before, "the busy resume wrote into the sweep dir"
     assert first.returncode == 0 and not error_lines(subprocess.CompletedProcess([], 0, stdout, stderr)), stderr
-    later = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)
+    later = run_train_following_exec(f"resume={sweep_dir}")
     assert later.returncode == 0 and not error_lines(later), later.stderr[-3000:]
     assert "job 1 (" in later.stderr and "ok, kept as it is" in later.stderr
     assert compare_statuses(sweep_dir) == ["ok", "ok"]
@@ -89,7 +89,7 @@ def test_a_job_whose_dir_another_process_trains_in_leaves_no_refusal(finished_sw
         assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
         assert error_lines(refused)[0].startswith("error: job 1 (") and "is training in" in error_lines(refused)[0]
         (sweep_dir / "1" / "run_info.json").write_text(ok_record)  # the other process finished job 1
-    later = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)
+    later = run_train_following_exec(f"resume={sweep_dir}")
     assert later.returncode == 0 and not error_lines(later), later.stderr[-3000:]
     assert {n: row["status"] for n, row in summary(sweep_dir).items()} == {0: "ok", 1: "ok"}
     assert compare_statuses(sweep_dir) == ["ok", "ok"]
@@ -137,7 +137,7 @@ def test_a_disk_that_fills_during_a_resumed_sweep_ends_in_one_line(finished_swee
     assert "No space left on device" in lines[0] and f"python scripts/train.py resume={sweep_dir}" in lines[0]
     assert snapshot(sweep_dir / "0") == kept
     filler.unlink()  # room again: the sweep is finished by the command the line gave
-    done = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)
+    done = run_train_following_exec(f"resume={sweep_dir}")
     assert done.returncode == 0 and not error_lines(done), done.stderr[-3000:]
     assert {n: row["status"] for n, row in summary(sweep_dir).items()} == {0: "ok", 1: "ok"}
 

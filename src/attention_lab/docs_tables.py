@@ -119,13 +119,16 @@ def main(argv: list[str]) -> int:
     ROOT (default: the current directory) and names the pages it changed."""
     root = Path(argv[0]) if argv else Path.cwd()
     generated = tables(root)
+    changed = []
     for page in PAGES:
         path = root / page
         text = path.read_text(encoding="utf-8")
         new = rewritten(text, generated)
         if new != text:
             path.write_text(new, encoding="utf-8")
-            print(f"rewrote the generated tables of {page}")
+            changed.append(page)
+    print(f"rewrote the generated tables of {', '.join(changed)}" if changed
+          else f"the generated tables of {', '.join(PAGES)} are current")
     return 0
 
 
