@@ -64,3 +64,20 @@ def test_a_variant_row_says_what_its_own_class_says(generated):
         cls = ATTENTION_REGISTRY[name]
         assert vars(cls)["origin"] in rows[name] and cls.__doc__.strip().split("\n")[0] in rows[name], name
     assert vars(ATTENTION_REGISTRY["self"])["origin"] not in rows["cross"]
+
+
+def test_make_docs_rewrites_a_stale_page_and_says_which(tmp_path, capsys):
+    from attention_lab.docs_tables import main
+
+    for page in PAGES:
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / page).write_text((ROOT / page).read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "configs").symlink_to(CONFIG_DIR)
+    page = tmp_path / "docs" / "configuration.md"
+    current = page.read_text(encoding="utf-8")
+    page.write_text(current.replace("| `seed` | `0` |", "| `seed` | `7` |"), encoding="utf-8")
+    assert main([str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == "rewrote the generated tables of docs/configuration.md"
+    assert page.read_text(encoding="utf-8") == current
+    assert main([str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip().endswith("are current")
