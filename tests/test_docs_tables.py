@@ -81,3 +81,32 @@ def test_make_docs_rewrites_a_stale_page_and_says_which(tmp_path, capsys):
     assert page.read_text(encoding="utf-8") == current
     assert main([str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip().endswith("are current")
+
+
+def accepts(variant: str, **settings) -> bool:
+    """Whether build_attention builds ``variant`` with these settings (its one refusal: AttentionArgumentError)."""
+    from attention_lab.attention import build_attention
+    from attention_lab.attention.errors import AttentionArgumentError
+
+    try:
+        build_attention(variant, d_in=8, d_out=8, **settings)
+    except AttentionArgumentError:
+        return False
+    return True
+
+
+def test_the_capability_table_says_what_build_attention_accepts(generated):
+    """Read independently of the facts it comes from: each ✓ or – is what building the module with that setting does."""
+    for line in generated["variant_capabilities"].splitlines()[2:]:
+        name, heads, kv_heads, window, dropout, rope, smeared, masks, _ = (c.strip(" `") for c in line.split("|")[1:-1])
+        causal = {"causal only": True, "all": True, "padding, none": False}[masks]
+        base = {"num_heads": 2 if heads == "✓" else 1, "causal": causal}
+        assert accepts(name, **{**base, "num_heads": 2}) == (heads == "✓"), name
+        if heads == "✓":  # with one head, kv_heads=1 is every head's own: nothing to share
+            assert accepts(name, **base, kv_heads=1) == (kv_heads == "✓"), name
+        assert accepts(name, **base, window=2) == (window == "✓"), name
+        assert accepts(name, **base, dropout=0.1) == (dropout == "✓"), name
+        assert accepts(name, **base, position="rope") == (rope == "✓"), name
+        assert accepts(name, **base, position="alibi") == (rope == "✓"), name
+        assert accepts(name, **base, smeared_keys=True) == (smeared == "✓"), name
+        assert accepts(name, **{**base, "causal": not causal}) == (masks == "all"), name

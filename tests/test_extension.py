@@ -143,7 +143,8 @@ REGISTRY_TESTS = ["tests/test_configs.py", "tests/test_variant_configs.py", "tes
                   "tests/test_smeared_keys.py"]
 SELECTED = ("cosine or rotate or groups_offer or rows_cover or compose_errors or declarations_match or source_reader "
             "or every_tasks_kind or listed_are_the_registries or every_group_a_user_chooses or docs_hold "
-            "or every_group_with_every_option or every_variant_once or every_tasks_own_options or smears_on_both")
+            "or every_group_with_every_option or every_variant_once or every_tasks_own_options or smears_on_both "
+            "or capability_table")
 # What a copy of the project leaves out: what git ignores (.gitignore) and git's own files.
 NOT_COPIED = (".git", ".venv", ".venv-min", "__pycache__", "*.egg-info", ".pytest_cache", ".ruff_cache",
               ".hypothesis", "outputs", "lightning_logs", "multirun")
@@ -227,7 +228,7 @@ def test_the_tests_that_enumerate_variants_and_tasks_pass_on_the_copy(project):
     counts = proc.stdout.strip().splitlines()[-1]
     assert " passed" in counts and "failed" not in counts and "error" not in counts, counts
     passed = [line for line in proc.stdout.splitlines() if line.startswith("PASSED ")]
-    for name in ("cosine", "rotate", "listed_are_the_registries", "docs_hold", "every_variant_once"):  # cases of the
+    for name in ("cosine", "rotate", "listed_are_the_registries", "docs_hold", "every_variant_once", "capability_table"):  # cases of the
         # new names ran, the help's listing, the docs' generated tables
         assert any(name in line for line in passed), name
 

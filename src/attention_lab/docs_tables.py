@@ -52,6 +52,27 @@ def variant_table(default: str | None, *, detailed: bool) -> str:
     return "\n".join(rows)
 
 
+def capability_table() -> str:
+    """What each variant takes, from the facts its class declares (the rules of
+    :mod:`attention_lab.attention.arguments`, which the config checks apply): ✓ where it takes a setting."""
+    from attention_lab.attention.arguments import accepted_positions, accepts_causal, accepts_smeared_keys
+    from attention_lab.attention.declared import declared_variants
+
+    def mark(holds: bool) -> str:
+        return "✓" if holds else "–"
+
+    rows = ["| name | `heads` > 1 | `kv_heads` | `window` | `dropout` | `position=rope`, `alibi` | `smeared_keys` | masks "
+            "| its own options |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, facts in sorted(declared_variants().items()):
+        masks = "causal only" if facts.causal_only else "padding, none" if not accepts_causal(facts) else "all"
+        own = ", ".join(f"`{option}`" for option in facts.options) or "–"
+        cells = [mark(facts.multi_head), mark(facts.grouped_kv), mark("window" not in facts.rejects),
+                 mark("dropout" not in facts.rejects), mark("rope" in accepted_positions(facts)),
+                 mark(accepts_smeared_keys(facts)), masks, own]
+        rows.append(f"| `{name}` | {' | '.join(cells)} |")
+    return "\n".join(rows)
+
+
 def group_table(cfg: Any) -> str:
     """Every group a user chooses (``cfg``: the composed default config, with ``hydra``): its options, the default
     first and in bold, and what it decides (the words of ``--help``)."""
@@ -104,7 +125,8 @@ def tables(root: Path) -> dict[str, str]:
         cfg = compose("train", return_hydra_config=True)
     model, task = (cfg.hydra.runtime.choices.get(group) for group in ("model", "task"))
     return {"knobs": knob_table(), "groups": group_table(cfg), "variants": variant_table(model, detailed=False),
-            "variant_details": variant_table(model, detailed=True), "tasks": task_table(task),
+            "variant_details": variant_table(model, detailed=True), "variant_capabilities": capability_table(),
+            "tasks": task_table(task),
             "task_options": task_option_table()}
 
 
