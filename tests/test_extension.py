@@ -228,8 +228,8 @@ def test_the_tests_that_enumerate_variants_and_tasks_pass_on_the_copy(project):
     counts = proc.stdout.strip().splitlines()[-1]
     assert " passed" in counts and "failed" not in counts and "error" not in counts, counts
     passed = [line for line in proc.stdout.splitlines() if line.startswith("PASSED ")]
-    for name in ("cosine", "rotate", "listed_are_the_registries", "docs_hold", "every_variant_once", "capability_table"):  # cases of the
-        # new names ran, the help's listing, the docs' generated tables
+    # Cases of the new names ran, the help's listing, the docs' generated tables:
+    for name in ("cosine", "rotate", "listed_are_the_registries", "docs_hold", "every_variant_once", "capability_table"):
         assert any(name in line for line in passed), name
 
 
