@@ -104,7 +104,7 @@ class Based(AttentionModule):
     on q, k and v (`short_conv` taps, 3); ½ · linear attention with the 2nd-order Taylor map φ(q)·φ(k) = 1 + q·k +
     (q·k)²/2, normalised by the row sum (state (1 + d' + d'²) × d_v per head; chunked prefix sums past `chunk`), + ½
     · exact softmax over the last `window_size` positions (64; 0: none); weights: that T × T map, row-stochastic;
-    `causal=True` only
+    `causal=True` only.
 
     W_query and W_key (to feature_dim per head), W_value, a short convolution, Taylor + window, out_proj.
     """

@@ -76,8 +76,8 @@ def fft_convolve(v: Tensor, kernel: Tensor, causal: bool) -> Tensor:
 
 @register("conv")
 class GatedLongConvolution(AttentionModule):
-    """no attention: `out_proj(W_gate(x) ⊙ (h * short_conv(W_value(x))))`, h an implicit filter as long as the input
-    (damped cosines per head), by FFT; weights: its Toeplitz matrix h(i − j), the same for every input
+    """No attention: `out_proj(W_gate(x) ⊙ (h * short_conv(W_value(x))))`, h an implicit filter as long as the input
+    (damped cosines per head), by FFT; weights: its Toeplitz matrix h(i − j), the same for every input.
 
     W_gate, W_value, a short depthwise convolution, an implicit long filter per head, out_proj.
     """

@@ -9,9 +9,7 @@ from attention_lab.attention.self_attention import SelfAttention
 
 @register("cross")
 class CrossAttention(SelfAttention):
-    """queries from `x`, keys and values from `source`
-
-    Queries from ``x`` (the decoder), keys and values from ``source`` (the encoder output).
+    """Queries from ``x`` (the decoder), keys and values from ``source`` (the encoder output).
 
     ``source`` may be longer or shorter than ``x``. Causal masking is rejected: it needs queries
     and keys from one sequence.

@@ -41,7 +41,7 @@ class DiffAttention(MultiHeadAttention):
     """`multihead`'s projections, each head's query and key split in two halves: (softmax(Q₁K₁ᵀ/√(d/2)) − λ
     softmax(Q₂K₂ᵀ/√(d/2))) V, λ = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init, λ_init = 0.8 − 0.6·exp(−0.3·(`layer` −
     1)) (the model fills in `layer`); each head RMSNorm-ed and × (1 − λ_init); two fused softmax kernels; weights:
-    the signed difference (rows sum to 1 − λ)
+    the signed difference (rows sum to 1 − λ).
 
     ``multihead``'s W_query, W_key, W_value and out_proj; two maps per head, subtracted; λ; a per-head norm.
     """

@@ -26,7 +26,7 @@ from attention_lab.attention.registry import register
 class GatedAttention(MultiHeadAttention):
     """`multihead`, then each head's output Y (B, H, T, d_v) times σ(X W_gate): Y ⊙ σ(X W_θ), one gate per head
     dimension (`gate="elementwise"`) or per head (`"headwise"`), before `hook_head_output` and `out_proj`; weights:
-    multihead's softmax map (the gate acts after it); takes `sink`; logs its mean gate per head
+    multihead's softmax map (the gate acts after it); takes `sink`; logs its mean gate per head.
 
     ``multihead``'s W_query, W_key, W_value, out_proj, and W_gate: the gate's logits from the input.
     """

@@ -101,10 +101,10 @@ def gated_delta_recurrent(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, be
 
 @register("gated_deltanet")
 class GatedDeltaNet(AttentionModule):
-    """per head a state S_t = S_{t−1} α_t (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ, o_t = S_t q_t / √d, q and k
+    """Per head a state S_t = S_{t−1} α_t (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ, o_t = S_t q_t / √d, q and k
     L2-normalised, α_t (decay) and β_t (writing strength) gates per head, after a short causal convolution; chunked
     (WY/UT) form, time linear in T; weights: the implied map M = ((Q Kᵀ) ∘ Γ)(I + A)⁻¹ diag(β), signed;
-    `causal=True` only
+    `causal=True` only.
 
     W_query, W_key, W_value, W_alpha (decay), W_beta (writing strength), a short convolution, out_proj.
     """

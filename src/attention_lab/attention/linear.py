@@ -60,7 +60,7 @@ def causal_sums(phi_q: Tensor, phi_k: Tensor, v: Tensor, chunk: int = CHUNK) -> 
 @register("linear")
 class LinearAttention(MultiHeadAttention):
     """`multihead`'s projections, φ(q)·φ(k)ᵀ with φ = elu + 1 in place of exp; causal by chunked prefix sums (time
-    and memory linear in T); weights: the implied T × T matrix, rows normalised
+    and memory linear in T); weights: the implied T × T matrix, rows normalised.
 
     ``multihead``'s projections (W_query, W_key, W_value, out_proj), linear attention in between.
     """

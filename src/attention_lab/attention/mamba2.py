@@ -96,9 +96,9 @@ def ssd_chunked(x: Tensor, a: Tensor, b: Tensor, c: Tensor, step: Tensor, chunk:
 
 @register("mamba2")
 class Mamba2(AttentionModule):
-    """per head h_t = exp(Δ_t A) h_{t−1} + Δ_t B_t x_tᵀ, y_t = h_tᵀ C_t (C, B, X from `W_query`, `W_key`, `W_value`;
+    """Per head h_t = exp(Δ_t A) h_{t−1} + Δ_t B_t x_tᵀ, y_t = h_tᵀ C_t (C, B, X from `W_query`, `W_key`, `W_value`;
     Δ = softplus(`W_dt` x)), after a short causal convolution; the quadratic dual form up to `chunk` positions, the
-    chunked SSD form beyond; weights: M = L ∘ (C Bᵀ) · diag(Δ), L[i, j] = exp(Σ_{j<k≤i} Δ_k A); `causal=True` only
+    chunked SSD form beyond; weights: M = L ∘ (C Bᵀ) · diag(Δ), L[i, j] = exp(Σ_{j<k≤i} Δ_k A); `causal=True` only.
 
     W_query (C), W_key (B), W_value (X), W_dt (Δ), A per head, a short convolution, the SSD mixer, out_proj.
     """

@@ -35,7 +35,7 @@ class MultiHeadLatentAttention(AttentionModule):
     """c_KV = `W_kv_down` x (`kv_latent` wide), keys `W_key` c_KV and values `W_value` c_KV per head; queries
     full-rank or from a latent (`q_latent`); with `position="rope"` a per-head RoPE query part and one shared RoPE
     key (`rope_dim` wide) concatenated to the content parts; a KV cache of `kv_latent + rope_dim` numbers per token
-    and layer; no `kv_heads`
+    and layer; no `kv_heads`.
 
     W_kv_down (x -> c_KV), W_key / W_value (c_KV -> per-head keys / values), W_key_rope (x -> the shared RoPE
     key), W_query and W_query_rope (from x, or from c_Q = W_q_down x), out_proj.

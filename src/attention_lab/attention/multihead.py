@@ -24,9 +24,7 @@ from attention_lab.attention.sink import sink_attend
 
 @register("multihead")
 class MultiHeadAttention(AttentionModule):
-    """split heads of `d_out / num_heads`, then `out_proj`
-
-    Project to d_out once, split into num_heads heads of head_dim = d_out / num_heads,
+    """Project to d_out once, split into num_heads heads of head_dim = d_out / num_heads,
     attend per head, concatenate, then mix the heads with ``out_proj``.
     """
 

@@ -13,9 +13,7 @@ from attention_lab.attention.self_attention import SelfAttention
 
 @register("multihead_concat")
 class MultiHeadAttentionWrapper(AttentionModule):
-    """`num_heads` independent `self` heads, concatenated
-
-    ``num_heads`` separate ``self`` heads; outputs concatenated: output dim = num_heads × d_v.
+    """``num_heads`` separate ``self`` heads; outputs concatenated: output dim = num_heads × d_v.
 
     The heads are created one after another, each with its own W_query, W_key, W_value, so the
     random initialisation matches the notebooks' loop over heads.

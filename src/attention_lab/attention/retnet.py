@@ -46,10 +46,10 @@ def retention_decays(num_heads: int) -> Tensor:
 
 @register("retnet")
 class RetNet(AttentionModule):
-    """retention per head: S_n = γ_h S_{n−1} + k_nᵀ v_n, o_n = q_n S_n, γ_h = 1 − 2^(−5−h) fixed, k scaled by 1/√d;
+    """Retention per head: S_n = γ_h S_{n−1} + k_nᵀ v_n, o_n = q_n S_n, γ_h = 1 − 2^(−5−h) fixed, k scaled by 1/√d;
     the parallel form (Q Kᵀ ∘ D) V up to `chunk` positions, the chunkwise form beyond; then GroupNorm per head (no
     affine); no xPos rotation, no swish gate; weights: Q Kᵀ ∘ D, D[n, m] = γ^(n−m), signed, not normalised;
-    `causal=True` only
+    `causal=True` only.
 
     W_query, W_key, W_value, a fixed decay per head, retention, a per-head GroupNorm, out_proj.
     """

@@ -10,9 +10,7 @@ from attention_lab.attention.registry import register
 
 @register("self")
 class SelfAttention(AttentionModule):
-    """`W_query`, `W_key`, `W_value`, scaled by √d_k; `d_v` may differ from `d_out`
-
-    One head: queries, keys and values are linear projections of the same sequence.
+    """One head: queries, keys and values are linear projections of the same sequence.
 
     The key/query width (d_out) and the value width (d_v) may differ: notebook 000 uses
     d_q = d_k = 24 and d_v = 28.

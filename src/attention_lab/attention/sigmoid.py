@@ -23,10 +23,7 @@ from attention_lab.attention.registry import register
 
 @register("sigmoid")
 class SigmoidAttention(MultiHeadAttention):
-    """`multihead`'s projections, weights sigmoid(q·kᵀ/√d + b), b = −log T_k (real keys) or `score_bias=`, no row
-    normalisation
-
-    ``multihead``'s projections (W_query, W_key, W_value, out_proj); sigmoid in place of the softmax.
+    """``multihead``'s projections (W_query, W_key, W_value, out_proj); sigmoid in place of the softmax.
 
     ``score_bias`` is b; None takes the paper's -log(T_k), T_k the number of keys.
     """

@@ -14,10 +14,8 @@ from attention_lab.attention.registry import register
 
 @register("simple")
 class SimpleAttention(AttentionModule):
-    """no trainable weights: scores = x·xᵀ (unscaled), softmax, context = weights·x; `normalize="sum"` gives the
-    naive normalisation
-
-    scores = x·xᵀ (unscaled, as in the notebook), weights = softmax(scores), context = weights·x.
+    """No trainable weights: scores = x·xᵀ (unscaled, as in the notebook), weights = softmax(scores), context =
+    weights·x.
 
     ``normalize="sum"`` divides the scores by their row sum instead: the naive normalisation the
     notebook shows before explaining why softmax is better.
