@@ -110,3 +110,11 @@ def test_the_capability_table_says_what_build_attention_accepts(generated):
         assert accepts(name, **base, position="alibi") == (rope == "✓"), name
         assert accepts(name, **base, smeared_keys=True) == (smeared == "✓"), name
         assert accepts(name, **{**base, "causal": not causal}) == (masks == "all"), name
+
+
+def test_the_head_score_table_lists_every_kind_once():
+    from attention_lab.head_scores import HEAD_SCORE_KINDS
+
+    text = (ROOT / "docs" / "tensorboard.md").read_text(encoding="utf-8")
+    table = text[text.index("\n| kind |"):].split("\n<!--")[0]
+    assert re.findall(r"^\| `(\w+)`", table, re.MULTILINE) == list(HEAD_SCORE_KINDS)

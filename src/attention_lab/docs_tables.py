@@ -1,7 +1,9 @@
-"""The docs' tables that list the lab's knobs, groups, variants and tasks, written from where each fact lives: the
-knobs from the schema (:func:`attention_lab.config_help.knob_table`), the groups and their options from the config
-search path (as ``--help`` lists them), the variants from their classes (``origin``, ``summary`` and the docstring's
-first paragraph), the tasks from theirs (``summary``, ``lengths`` and their ``Options`` fields' meanings). ``make docs`` (``python -m attention_lab.docs_tables``, in the project's root) rewrites each table in
+"""The docs' tables that list the lab's knobs, groups, variants, tasks and head-score kinds, written from where each
+fact lives: the knobs from the schema (:func:`attention_lab.config_help.knob_table`), the groups and their options
+from the config search path (as ``--help`` lists them), the variants from their classes (``origin``, ``summary``, the
+docstring's first paragraph and the facts the config checks read), the tasks from theirs (``summary``, ``lengths``
+and their ``Options`` fields' meanings), the head-score kinds from their detectors. ``make docs``
+(``python -m attention_lab.docs_tables``, in the project's root) rewrites each table in
 place, between two marker lines::
 
     <!-- generated (make docs): variants -->
@@ -23,7 +25,7 @@ from typing import Any
 from attention_lab.config_help import GROUPS, knob_table, search_path_options, user_groups
 
 # The pages that hold generated tables, relative to the project's root.
-PAGES = ("README.md", "docs/library.md", "docs/configuration.md")
+PAGES = ("README.md", "docs/library.md", "docs/configuration.md", "docs/tensorboard.md")
 MARKED = re.compile(r"^(<!-- generated \(make docs\): (\w+) -->\n)(.*?)^(<!-- end generated -->)$", re.MULTILINE | re.DOTALL)
 
 
@@ -32,9 +34,9 @@ def cell(text: str) -> str:
     return " ".join(text.split()).replace("|", r"\|")
 
 
-def first_paragraph(cls: type) -> str:
-    """A class's own docstring's first paragraph, as one line (none: the empty string)."""
-    return cell((cls.__doc__ or "").strip().split("\n\n")[0])
+def first_paragraph(documented: Any) -> str:
+    """A class's or a function's own docstring's first paragraph, as one line (none: the empty string)."""
+    return cell((documented.__doc__ or "").strip().split("\n\n")[0])
 
 
 def variant_table(default: str | None, *, detailed: bool) -> str:
@@ -70,6 +72,18 @@ def capability_table() -> str:
                  mark("dropout" not in facts.rejects), mark("rope" in accepted_positions(facts)),
                  mark(accepts_smeared_keys(facts)), masks, own]
         rows.append(f"| `{name}` | {' | '.join(cells)} |")
+    return "\n".join(rows)
+
+
+def head_score_table() -> str:
+    """Every head-score kind: what its detector measures (its docstring) and on what."""
+    from attention_lab.head_scores import DETECTORS, PROBE_KINDS
+
+    rows = ["| kind | what it measures (0..1) | on |", "|---|---|---|"]
+    for kind, detector in DETECTORS.items():
+        on = ("a fixed probe of random words repeated twice ([Olsson's instruments](#olssons-instruments))"
+              if kind in PROBE_KINDS else "the first validation batch")
+        rows.append(f"| `{kind}` | {first_paragraph(detector)} | {on} |")
     return "\n".join(rows)
 
 
@@ -126,7 +140,7 @@ def tables(root: Path) -> dict[str, str]:
     model, task = (cfg.hydra.runtime.choices.get(group) for group in ("model", "task"))
     return {"knobs": knob_table(), "groups": group_table(cfg), "variants": variant_table(model, detailed=False),
             "variant_details": variant_table(model, detailed=True), "variant_capabilities": capability_table(),
-            "tasks": task_table(task),
+            "tasks": task_table(task), "head_scores": head_score_table(),
             "task_options": task_option_table()}
 
 

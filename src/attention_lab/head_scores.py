@@ -91,22 +91,25 @@ def reverse_pattern(real: Tensor) -> Tensor:
 
 
 def induction_score(weights: Tensor, tokens: Tensor, real: Tensor) -> Tensor | None:
-    """Attention from t to the key after each earlier occurrence of t's token; None when no token repeats."""
+    """Attention from t to the position right after each earlier occurrence of t's token, over the queries whose
+    token occurred earlier; none (the score is absent) when no token repeats."""
     return pattern_score(weights, induction_pattern(tokens, real), real)
 
 
 def duplicate_token_score(weights: Tensor, tokens: Tensor, real: Tensor) -> Tensor | None:
-    """Attention from t to the earlier occurrences of t's token; None when no token repeats."""
+    """Attention from t to the earlier occurrences of t's token, over the queries whose token occurred earlier; none
+    (the score is absent) when no token repeats."""
     return pattern_score(weights, duplicate_pattern(tokens, real), real)
 
 
 def reverse_score(weights: Tensor, tokens: Tensor, real: Tensor) -> Tensor | None:
-    """Attention from the i-th real position to the (L-1-i)-th."""
+    """Attention from the i-th of L real tokens to the (L−1−i)-th: the anti-diagonal of `task=reverse`."""
     return pattern_score(weights, reverse_pattern(real), real)
 
 
 def first_token_score(weights: Tensor, tokens: Tensor, real: Tensor) -> Tensor | None:
-    """Attention from t to position 0."""
+    """Attention from every real position to position 0, the first token or `<bos>`: how much a head uses it as an
+    attention sink."""
     return masked_mean(weights[..., 0], real)
 
 
