@@ -5,9 +5,9 @@ task: a variant or a task is one registered class plus one yaml, and tests/test_
 listed are the registries' (reading the registries here would cost --help the parsing of every variant's source).
 
 ``--help`` is Hydra's own, customised in its documented way: ``hydra.help.template`` (configs/hydra/help/lab.yaml)
-interpolates ``${lab.help:}``, the resolver that :func:`attention_lab.run.cli.register_help` registers (scripts/train.py calls it), which
-calls :func:`help_sections` on the composed config. The docs' table is :func:`knob_table`, which ``make docs``
-(:mod:`attention_lab.docs_tables`) writes there."""
+interpolates ``${lab.help:}``, the resolver that :func:`attention_lab.run.cli.register_help` registers
+(scripts/train.py calls it), which calls :func:`help_sections` on the composed config. The docs' tables of the same
+knobs and groups are :mod:`attention_lab.docs_tables`'s (``make docs``)."""
 
 from __future__ import annotations
 
@@ -60,10 +60,6 @@ def as_typed(value: Any) -> str:
 def knob_fields() -> list[dataclasses.Field]:
     names = set(knob_names())
     return [f for f in dataclasses.fields(TrainConfig) if f.name in names]
-
-
-def schema_default(knob: dataclasses.Field) -> Any:
-    return knob.default_factory() if knob.default is dataclasses.MISSING else knob.default
 
 
 def aligned(name: str, text: str, column: int) -> list[str]:
@@ -127,13 +123,3 @@ def help_sections(cfg: Any) -> str:
     for knob in knob_fields():
         lines += aligned(f"{knob.name}={as_typed(cfg[knob.name])}", knob.metadata["help"], KNOB_COLUMN)
     return "\n".join(lines).replace("$", "$$")  # Hydra fills the template with string.Template
-
-
-def knob_table() -> str:
-    """docs/configuration.md's table of the knobs: each knob's default and its whole meaning, from the schema."""
-    rows = ["| knob | default | values and meaning |", "|---|---|---|"]
-    for knob in knob_fields():
-        meaning = knob.metadata["help"] + (f". {knob.metadata['more']}" if knob.metadata["more"] else "")
-        cell = meaning.replace("|", r"\|")  # a table's cell
-        rows.append(f"| `{knob.name}` | `{as_typed(schema_default(knob))}` | {cell} |")
-    return "\n".join(rows)

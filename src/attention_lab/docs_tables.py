@@ -1,10 +1,9 @@
 """The docs' tables that list the lab's knobs, groups, variants, tasks and head-score kinds, written from where each
-fact lives: the knobs from the schema (:func:`attention_lab.config_help.knob_table`), the groups and their options
-from the config search path (as ``--help`` lists them), the variants from their classes (``origin``, ``summary``, the
-docstring's first paragraph and the facts the config checks read), the tasks from theirs (``summary``, ``lengths``
-and their ``Options`` fields' meanings), the head-score kinds from their detectors. ``make docs``
-(``python -m attention_lab.docs_tables``, in the project's root) rewrites each table in
-place, between two marker lines::
+fact lives: the knobs from the schema (their ``knob(...)`` fields), the groups and their options from the config
+search path (as ``--help`` lists them), the variants from their classes (``origin``, ``summary``, the docstring's
+first paragraph and the facts the config checks read), the tasks from theirs (``summary``, ``lengths`` and their
+``Options`` fields' meanings), the head-score kinds from their detectors. ``make docs`` (``python -m
+attention_lab.docs_tables``, in the project's root) rewrites each table in place, between two marker lines::
 
     <!-- generated (make docs): variants -->
     | name | from | what it is |
@@ -22,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attention_lab.config_help import GROUPS, knob_table, search_path_options, user_groups
+from attention_lab.config_help import GROUPS, as_typed, knob_fields, search_path_options, user_groups
 
 # The pages that hold generated tables, relative to the project's root.
 PAGES = ("README.md", "docs/library.md", "docs/configuration.md", "docs/tensorboard.md")
@@ -37,6 +36,16 @@ def cell(text: str) -> str:
 def first_paragraph(documented: Any) -> str:
     """A class's or a function's own docstring's first paragraph, as one line (none: the empty string)."""
     return cell((documented.__doc__ or "").strip().split("\n\n")[0])
+
+
+def knob_table() -> str:
+    """Every knob at its schema default, with its whole meaning (``help``, then ``more``)."""
+    rows = ["| knob | default | values and meaning |", "|---|---|---|"]
+    for knob in knob_fields():
+        default = knob.default_factory() if knob.default is dataclasses.MISSING else knob.default
+        meaning = knob.metadata["help"] + (f". {knob.metadata['more']}" if knob.metadata["more"] else "")
+        rows.append(f"| `{knob.name}` | `{as_typed(default)}` | {cell(meaning)} |")
+    return "\n".join(rows)
 
 
 def variant_table(default: str | None, *, detailed: bool) -> str:
