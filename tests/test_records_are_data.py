@@ -14,7 +14,7 @@ import pytest
 from attention_lab.errors import ConfigError
 from attention_lab.run.sweep_resume import record_kept
 from attention_lab.run.sweep_summary import write_summary
-from conftest import CONFIG_DIR, TRAIN, run_script, run_train, run_train_following_exec
+from conftest import CONFIG_DIR, TRAIN, run_script, run_train_following_exec
 from test_errors import assert_one_line_error
 from test_sweep_resume import fake_sweep, snapshot
 
@@ -191,15 +191,8 @@ def test_a_copy_that_does_not_fit_changes_nothing(small_filesystem):
     assert snapshot(sweep_dir) == before
 
 
-@pytest.fixture(scope="module")
-def finished_sweep(tmp_path_factory) -> Path:
-    """A finished two-job sweep (heads=1,2), shared read-only: tests change a copy."""
-    sweep_dir = tmp_path_factory.mktemp("finished_sweep") / "sweep"
-    run_train(sweep_dir, "heads=1,2", *TINY, "~callbacks.head_score_maps", "ablation=[]", multirun=True)
-    return sweep_dir
-
-
 def copy_of(sweep_dir: Path, tmp_path: Path) -> Path:
+    """A copy to change of a sweep shared read-only (conftest's ``finished_sweep``)."""
     copy = tmp_path / "sweep"
     shutil.copytree(sweep_dir, copy, symlinks=True)
     return copy
