@@ -91,26 +91,26 @@ train: setup  ## train the default experiment (pass overrides with ARGS="model=m
 tensorboard: setup  ## TensorBoard on the newest sweep (or LOGDIR=outputs, a run or sweep dir), every logged step kept
 	$(BIN)/python scripts/start_tensorboard.py $(LOGDIR) $(ARGS)
 
-# `make test` and `make test-all` run in two parts and fail if either fails (pytest's exit 5, "no tests ran",
-# included): the parallel part on TEST_WORKERS pytest-xdist workers (--dist loadscope: a module's tests share a
-# worker, so a module-scoped fixture is built once), then the tests marked `serial`, which need the whole machine,
-# one at a time. More workers than cores: most tests wait on a training subprocess. ARGS go to both parts.
+# `make test` runs the suite on TEST_WORKERS pytest-xdist workers (--dist loadscope: a module's tests share a worker,
+# so a module-scoped fixture is built once; --no-loadscope-reorder: modules are handed out in the order collected,
+# the SLURM tests first, tests/conftest.py). More workers than cores: most tests wait on a training subprocess or on
+# the cluster. `make test-all` runs in two parts and fails if either fails (pytest's exit 5, "no tests ran",
+# included): the same run with the slow tests, then the tests marked `serial`, which run the suite themselves, one
+# at a time. ARGS go to every pytest run.
 TEST_WORKERS ?= 3
-pytest_in_two_parts = status=0; \
-	$(BIN)/python -m pytest -m "($(1)) and not serial" -n $(TEST_WORKERS) --dist loadscope $(ARGS) \
-		|| { status=$$?; echo "make: the parallel part of the tests exited $$status"; }; \
-	$(BIN)/python -m pytest -m "($(1)) and serial" $(ARGS) \
-		|| { status=$$?; echo "make: the serial part of the tests exited $$status"; }; \
-	exit $$status
+pytest_parallel = $(BIN)/python -m pytest -m "$(1)" -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder $(ARGS)
 
-test: setup  ## the test suite CI runs (slow tests excluded): the parallel part, then the serial part
-	@$(call pytest_in_two_parts,not slow)
+test: setup  ## the test suite CI runs (slow tests excluded), on every core
+	@$(call pytest_parallel,not slow)
 
 test-gpu: setup  ## the CUDA subset (tests marked gpu); each skips where CUDA is missing
 	$(BIN)/python -m pytest -m gpu $(ARGS)
 
-test-all: setup  ## every test, the slow ones too (in the same two parts)
-	@$(call pytest_in_two_parts,slow or not slow)
+test-all: setup  ## every test, the slow ones too: the parallel part, then the serial tests one at a time
+	@status=0; \
+	$(call pytest_parallel,not serial) || { status=$$?; echo "make: the parallel part of the tests exited $$status"; }; \
+	$(BIN)/python -m pytest -m serial $(ARGS) || { status=$$?; echo "make: the serial part of the tests exited $$status"; }; \
+	exit $$status
 
 test-min: $(MIN_STAMP)  ## MIN_TESTS on the lowest allowed versions (ARGS, e.g. ARGS=tests/ for every test)
 	$(MIN_BIN)/python -m pytest -m "not slow" $(if $(ARGS),$(ARGS),$(MIN_TESTS))

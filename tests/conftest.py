@@ -1,13 +1,13 @@
 """Shared test helpers: compose configs in-process, and run scripts/train.py as a user would.
 
-How `make test` runs the tests (the Makefile's `test` target):
-1. every test not marked `serial` (nor `slow`), in parallel on pytest-xdist workers (`-n 3 --dist loadscope`:
-   a module's tests run on one worker, so a module-scoped fixture is built once). Such a test must not share
-   anything with another test: its files under ``tmp_path``, no fixed port, and it waits for the event it needs
-   (``wait_until``: a file written, a step reached), never a fixed sleep. Each worker's torch runs one thread.
-2. then the tests marked ``@pytest.mark.serial`` (or a module's ``pytestmark = pytest.mark.serial``), one at a
-   time: the ones that need a machine-wide resource (the SLURM cluster, whose jobs wait on its time limits) or run
-   the whole suite themselves (the extension test's slow case).
+How `make test` runs the tests (the Makefile's `test` target): every test not marked `slow`, in parallel on
+pytest-xdist workers (`-n 3 --dist loadscope --no-loadscope-reorder`: a module's tests run on one worker, so a
+module-scoped fixture is built once, and modules are handed out in the order collected). Such a test must not share
+anything with another test: its files under ``tmp_path``, no fixed port, and it waits for the event it needs
+(``wait_until``: a file written, a step reached), never a fixed sleep. Each worker's torch runs one thread.
+Modules marked ``early`` (the SLURM tests, minutes of waiting on the cluster's time limits) are collected first,
+so that everything else runs beside them instead of after them. `make test-all` adds the `slow` tests; those marked
+``serial`` (the extension test's run of the whole suite) run after the others, one at a time.
 Session fixtures that train (``tiny_trained_run``, ``solved_run``) are built once for all workers (``built_once``).
 Tests marked ``gpu`` need CUDA and skip without it; `make test-gpu` runs only those.
 """
@@ -177,7 +177,8 @@ def loggers_kept(*, root: bool) -> Iterator[None]:
                 handler.close()
             if logger is root_logger:
                 root_logger.handlers[:] = handlers
-            logger.setLevel(level)
+            if logger.level != level:  # setLevel clears every logger's level cache: only where it changed
+                logger.setLevel(level)
             logger.propagate, logger.disabled = propagate, disabled
 
 
@@ -241,6 +242,11 @@ def run_train_process(run_dir: Path, *overrides: str, multirun: bool = False, ti
                       check: bool = True) -> subprocess.CompletedProcess:
     """scripts/train.py as a process of its own, as :func:`run_train`: where only a process shows it."""
     return run_script(TRAIN, *train_args(run_dir, overrides, multirun), timeout=timeout, check=check)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``early`` first, the others in the order collected."""
+    items.sort(key=lambda item: item.get_closest_marker("early") is None)
 
 
 @pytest.fixture(autouse=True)

@@ -233,8 +233,8 @@ def test_the_tests_that_enumerate_variants_and_tasks_pass_on_the_copy(project):
         assert any(name in line for line in passed), name
 
 
-# As `make test` runs the suite (the Makefile's two parts): the parallel part, then the serial tests one at a time.
-WHOLE_SUITE = (("not slow and not serial", "-n", "2", "--dist", "loadscope"), ("not slow and serial",))
+# As `make test` runs the suite (the Makefile's `test` target).
+WHOLE_SUITE = ("-m", "not slow", "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder")
 
 
 @pytest.mark.slow
@@ -242,8 +242,7 @@ WHOLE_SUITE = (("not slow and not serial", "-n", "2", "--dist", "loadscope"), ("
 def test_the_whole_default_suite_passes_on_the_copy(project):
     """Every test `make test` runs (this file's aside: it is what runs them), on the copy with the new variant and
     task: nothing in the project keeps a list of variants or tasks that the two new files would have to join."""
-    for marks, *workers in WHOLE_SUITE:
-        proc = in_copy(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marks, *workers,
-                       "--ignore=tests/test_extension.py", "tests", timeout=5400)
-        failed = [line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
-        assert proc.returncode == 0, (marks, failed or proc.stdout[-6000:])  # which tests, not only the last lines
+    proc = in_copy(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", *WHOLE_SUITE,
+                   "--ignore=tests/test_extension.py", "tests", timeout=5400)
+    failed = [line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    assert proc.returncode == 0, failed or proc.stdout[-6000:]  # which tests, not only the last lines

@@ -1,7 +1,8 @@
 """Sweeps on a real SLURM cluster: the one-node cluster of `make slurm-up` (scripts/slurm/), started for this
 module and stopped after it (unless it was already running). Jobs go through sbatch (hydra-submitit-launcher,
 `hydra/launcher=slurm_local`), are seen by squeue and sacct, and end as complete run dirs; a cancelled or
-timed-out job is recorded and its sweep ends; a timed-out job resumes; DDP runs over two SLURM tasks.
+timed-out job is recorded and its sweep ends; a timed-out job resumes; DDP runs over two SLURM tasks; a folded
+product sweep submits each distinct job once (one array task each) and says which combination was folded into which.
 
 Without Debian's packages (or without root, which slurmd needs) the tests skip, except in CI (CI=true),
 where .ci/run installs them and they fail.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -22,8 +24,9 @@ from filelock import FileLock
 
 from conftest import QUIET, ROOT, TRAIN, run_in_process, run_train, script_env
 
-# One cluster for the whole machine, and jobs that need its cores: run after the parallel tests (conftest.py).
-pytestmark = pytest.mark.serial
+# Minutes of waiting on the cluster (a job's time limit, accounting): started before the other tests, which run
+# beside them (conftest.py). One module: its tests run one at a time, on one worker.
+pytestmark = pytest.mark.early
 
 SLURM_DIR = ROOT / "scripts" / "slurm"
 STATE_DIR = Path(os.environ.get("ATTENTION_LAB_SLURM_DIR", "/tmp/attention-lab-slurm"))
@@ -202,17 +205,20 @@ def checkpoint_step(path: Path) -> int:
 @pytest.mark.timeout(420, func_only=True)
 def test_a_job_past_its_time_limit_is_recorded_and_resumes(tmp_path: Path):
     """The shortest SLURM time limit, a minute; submitit's early warning (SIGUSR2) off, so that SLURM's own
-    SIGTERM at the limit stops the run (SLURM enforces limits every 30 s: it comes within 60-90 s)."""
-    sweep_dir = tmp_path / "sweep"
+    SIGTERM at the limit stops the run (SLURM enforces limits every 30 s: it comes within 60-90 s). Once the job has
+    a checkpoint, its process is stopped (SIGSTOP) until then: it waits without taking a core from the other tests,
+    and SLURM continues a job's stopped tasks before it signals them (SIGCONT, then SIGTERM)."""
+    sweep_dir, job_dir = tmp_path / "sweep", tmp_path / "sweep" / "0"
     sweep = start_sweep(sweep_dir, *ENDLESS, "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=0")
     try:
+        wait_for(lambda: (job_dir / "checkpoints" / "last.ckpt").is_file(), 150, "the job reached no validation")
+        os.kill(read(job_dir / "run_info.json")["pid"], signal.SIGSTOP)
         output = finish(sweep, timeout=SWEEP_TIMEOUT + 120)
         assert sweep.returncode != 0, output[-3000:]
         ids = job_ids(sweep_dir)
         assert accounted_states(ids) == {ids[0]: "TIMEOUT"}
     finally:
         cancel(job_ids(sweep_dir))
-    job_dir = sweep_dir / "0"
     assert read(job_dir / "run_info.json")["status"] in ("interrupted", "failed")
     assert summary_row(sweep_dir, 0)["status"] in ("interrupted", "failed")
 
@@ -243,3 +249,24 @@ def test_ddp_over_two_slurm_tasks_gives_the_metrics_of_one_process(tmp_path: Pat
     run_train(single, *TINY)
     assert sorted(read(job_dir / "metrics.json")) == sorted(read(single / "metrics.json"))
     assert read(job_dir / "metrics.json")["global_step"] == STEPS
+
+
+FOLD_LINE = "folded: model=self heads=2 into job 0 (model=self heads=1): with model=self, nothing reads heads"
+
+
+@pytest.mark.timeout(300, func_only=True)
+def test_a_folded_sweep_submits_each_distinct_job_once(tmp_path: Path):
+    sweep_dir = tmp_path / "sweep"
+    sweep = start_sweep(sweep_dir, *TINY, "model=self,multihead", "heads=1,2")
+    try:
+        output = finish(sweep)
+        assert sweep.returncode == 0, output[-3000:]
+        assert FOLD_LINE in output
+        assert len(job_ids(sweep_dir)) == 3
+    finally:
+        cancel(job_ids(sweep_dir))
+    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
+    assert (summary["total"], summary["counts"]) == (3, {"ok": 3})
+    shown = [{o for o in row["overrides"] if o.startswith(("model=", "heads="))} for row in summary["jobs"]]
+    assert shown == [{"model=self", "heads=1"}, {"model=multihead", "heads=1"}, {"model=multihead", "heads=2"}]
+    assert [fold["into"] for fold in summary["folded"]] == [0]

@@ -125,7 +125,7 @@ def compose_resumed(plan: ResumePlan, config_name: str, config_dir: Path) -> Dic
     from hydra import compose
 
     resumed = compose(config_name, overrides=plan.compose_overrides, return_hydra_config=True)
-    baseline = compose(config_name, overrides=group_choices(plan.overrides), return_hydra_config=True)
+    baseline = compose(config_name, overrides=group_choices(plan.overrides, config_groups()), return_hydra_config=True)
     check_resumed_config(plan, resumed, compose(config_name, overrides=plan.saved), baseline, config_dir)
     with open_dict(resumed):
         del resumed["hydra"]  # what the run sees: Hydra's own config is Hydra's
@@ -265,10 +265,9 @@ def write_locations(node: Any) -> Iterator[tuple[str, Any]]:
             (where + key == "paths" or (key in WRITE_LOCATIONS and where in instantiated)))
 
 
-def group_choices(overrides: Sequence[str]) -> list[str]:
-    """The overrides that choose a config group's options (checked by :func:`check_overrides`), without the
+def group_choices(overrides: Sequence[str], groups: set[str]) -> list[str]:
+    """The overrides that choose one of ``groups``' options (checked by :func:`check_overrides`), without the
     settings: what the project's configs write, for these choices."""
-    groups = config_groups()
     return [o.input_line for o in OverridesParser.create().parse_overrides(list(overrides)) if o.key_or_group in groups]
 
 

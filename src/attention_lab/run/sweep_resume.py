@@ -56,6 +56,7 @@ from attention_lab.run.resume import (
     check_contained,
     check_corpus,
     check_overrides,
+    config_groups,
     group_choices,
     read_saved_overrides,
 )
@@ -154,13 +155,17 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
         overrides = [o for o in [*task, *hydra] if not replaced_by(override_key(o), given)] + added
         overrides += [f"resume={sweep_dir}", f"hydra.sweep.dir={sweep_dir}"]
         named = {override_key(arg) for arg in argv if is_override(arg)}  # this command's own (repeated) settings
+        groups, baselines = config_groups(), {}  # variants that choose the same options share their baseline
+        first = None
         for variant in sweep_variants(overrides):
             replayed = compose(config_name, overrides=variant, return_hydra_config=True)
-            baseline = compose(config_name, overrides=group_choices(variant), return_hydra_config=True)
-            check_config(replayed, baseline, allowed, setting)
+            choices = tuple(group_choices(variant, groups))
+            if choices not in baselines:
+                baselines[choices] = compose(config_name, overrides=list(choices), return_hydra_config=True)
+            check_config(replayed, baselines[choices], allowed, setting)
             if CORPUS not in named:
-                check_corpus(replayed, baseline, sweep_dir, setting)
-        first = compose(config_name, overrides=sweep_variants(overrides)[0], return_hydra_config=True)
+                check_corpus(replayed, baselines[choices], sweep_dir, setting)
+            first = replayed if first is None else first
         if first.hydra.runtime.choices.get("hydra/sweeper") == "optuna":
             overrides += optuna_overrides(sweep_dir, first.hydra.sweeper, setting)
     flags = [arg for arg in argv if not is_override(arg) and arg not in ("-m", "--multirun")]
