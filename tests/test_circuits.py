@@ -6,14 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lab.circuits import (
-    circuit_scores,
-    composition_score,
-    composition_tag,
-    copying_score,
-    copying_tag,
-    head_circuits,
-)
+from attention_lab.circuits import circuit_scores, composition_score, copying_score, head_circuits
+from attention_lab.head_metrics import composition_tag, copying_tag
 from conftest import compose_config
 
 

@@ -3,6 +3,8 @@ started as `python -m tensorboard.main --logdir <run dir>` on 127.0.0.1, read th
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +13,7 @@ import pytest
 
 from attention_lab.head_metrics import ENTROPY, FAMILIES, PATCHING
 from attention_lab.tensorboard_logger import tensorboard_tag
-from conftest import SOLVED_RUN_MAX_STEPS
+from conftest import ROOT, SOLVED_RUN_MAX_STEPS, script_env
 from tb_server import TensorBoard, serve
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -76,3 +78,12 @@ def test_server_lists_the_attention_tab_and_serves_its_maps(tensorboard: TensorB
     # A default run logs every head score and both ablations of the final validation (attention_lab.head_metrics);
     # its task (reverse) has no corruption to patch.
     assert {g["family"] for g in grids} == {f for f in FAMILIES if f not in (ENTROPY, PATCHING)}
+
+
+def test_the_tab_loads_without_torch():
+    """TensorBoard loads the tab's plugin at start-up, whatever tab the user opens: torch waits for a request that
+    runs a model (a sentence, a checkpoint's circuits)."""
+    code = "import sys, attention_lab.tensorboard_plugin.plugin; print('torch imported:', 'torch' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=script_env(), cwd=ROOT,
+                          timeout=60)
+    assert proc.returncode == 0 and "torch imported: False" in proc.stdout, proc.stdout + proc.stderr

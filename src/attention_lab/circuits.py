@@ -33,8 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.attention.multihead import MultiHeadAttention
-
-COMPOSITIONS = ("q", "k", "v")
+from attention_lab.head_metrics import COMPOSITIONS, composition_tag, copying_tag
 
 
 @dataclass(frozen=True)
@@ -107,18 +106,6 @@ def copying_score(embed: Tensor, ov: Tensor, unembed: Tensor) -> float:
     if total == 0:
         return 0.0
     return float(eigenvalues.sum().real / total)
-
-
-def composition_prefix(kind: str) -> str:
-    return f"composition/{kind}/"
-
-
-def composition_tag(kind: str, writer: tuple[int, int], reader: tuple[int, int]) -> str:
-    return f"{composition_prefix(kind)}layer{writer[0]}/head{writer[1]}/layer{reader[0]}/head{reader[1]}"
-
-
-def copying_tag(layer: int, head: int) -> str:
-    return f"circuit/copying/layer{layer}/head{head}"
 
 
 def circuit_scores(circuits: HeadCircuits) -> dict[str, float]:

@@ -12,6 +12,9 @@ with the families
 - ``patching/logit_diff``: the fraction of the clean-minus-corrupted logit difference that patching the head's
   clean output into the corrupted run restores (:mod:`attention_lab.patching`).
 
+The circuit scores of :mod:`attention_lab.circuits` are named here too: ``composition/<kind>/layer{a}/head{i}/
+layer{b}/head{j}`` for a pair of heads and ``circuit/copying/layer{l}/head{h}``.
+
 Light (no torch import): the config checks use it.
 """
 
@@ -28,6 +31,7 @@ ABLATION_METRICS = ("loss", "token_acc")  # loss: the increase; token_acc: the d
 ENTROPY = "attention_entropy"
 PATCHING = "patching/logit_diff"
 WHOLE_LAYER = "all"
+COMPOSITIONS = ("q", "k", "v")  # what an earlier head's output may feed in a later head
 
 
 def score_family(kind: str) -> str:
@@ -41,6 +45,19 @@ def score_name(kind: str, layer: int, head: int) -> str:
 
 def ablation_family(how: str, metric: str) -> str:
     return f"ablation/{how}/{metric}"
+
+
+def composition_prefix(kind: str) -> str:
+    return f"composition/{kind}/"
+
+
+def composition_tag(kind: str, writer: tuple[int, int], reader: tuple[int, int]) -> str:
+    """How much ``writer`` (layer, head) feeds ``reader``'s queries, keys or values (kind in COMPOSITIONS)."""
+    return f"{composition_prefix(kind)}layer{writer[0]}/head{writer[1]}/layer{reader[0]}/head{reader[1]}"
+
+
+def copying_tag(layer: int, head: int) -> str:
+    return f"circuit/copying/layer{layer}/head{head}"
 
 
 FAMILIES = (ENTROPY, *(score_family(k) for k in HEAD_SCORE_KINDS),

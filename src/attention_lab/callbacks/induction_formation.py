@@ -17,8 +17,7 @@ from typing import Any
 import lightning as L
 
 from attention_lab.callbacks.findings import Findings
-from attention_lab.circuits import COMPOSITIONS, composition_prefix
-from attention_lab.head_metrics import HeadMetric, score_family
+from attention_lab.head_metrics import COMPOSITIONS, HeadMetric, composition_prefix, score_family
 from attention_lab.index_tags import by_index
 
 THRESHOLD = 0.5

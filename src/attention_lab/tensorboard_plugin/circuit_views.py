@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import re
 
-from attention_lab.circuits import COMPOSITIONS
-from attention_lab.head_metrics import PATCHING
+from attention_lab.head_metrics import COMPOSITIONS, PATCHING
 from attention_lab.index_tags import is_index_tag
 from attention_lab.tensorboard_plugin.focus import pair_with_maps
 from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_LAYERS, MAX_WORDS
