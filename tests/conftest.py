@@ -81,6 +81,14 @@ def unwritable_out(tmp_path: Path, case: str, name: str) -> Path:
     return blocker if case == "existing_file" else blocker / name
 
 
+def docs_table(page: Path, first_column: str) -> list[str]:
+    """The rows of the table on a docs page whose header's first cell is ``first_column`` (below the header and its
+    rule, up to a blank line or a marker line), read as the page shows them, not as the generator writes them."""
+    text = page.read_text(encoding="utf-8")
+    table = text[text.index(f"\n| {first_column} |") + 1:].split("\n\n")[0].split("\n<!--")[0]
+    return table.splitlines()[2:]
+
+
 def compose_config(overrides: list[str] | None = None, *, return_hydra_config: bool = False):
     """The composed training config, as scripts/train.py would see it."""
     register_configs()

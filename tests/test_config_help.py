@@ -10,7 +10,7 @@ import re
 from omegaconf import OmegaConf
 
 from attention_lab.config import TrainConfig, knob_names
-from conftest import ROOT
+from conftest import ROOT, docs_table
 
 DOCS = ROOT / "docs" / "configuration.md"
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
@@ -18,10 +18,8 @@ FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 
 def docs_rows() -> dict[str, tuple[str, str]]:
     """The docs' knob table, read independently of the generator: knob -> (default, meaning)."""
-    text = DOCS.read_text(encoding="utf-8")
-    table = text[text.index("\n| knob |") + 2:].split("\n<!--")[0]  # from its header's "knob |"
     rows = {}
-    for line in ("|" + table).splitlines()[2:]:  # after the header and its rule
+    for line in docs_table(DOCS, "knob"):
         knob, default, meaning = (cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1])
         rows[knob.strip("`")] = (default.strip("`"), meaning.replace("\\|", "|"))
     return rows
@@ -38,10 +36,8 @@ def test_the_docs_table_has_every_knob_at_its_default_with_its_meaning():
 
 def docs_group_options() -> dict[str, list[str]]:
     """docs/configuration.md's Groups table: group -> the options it lists (backquoted, before any parenthesis)."""
-    text = DOCS.read_text(encoding="utf-8")
-    table = text[text.index("\n| group |") + 2:].split("\n<!--")[0]
     rows = {}
-    for line in ("|" + table).splitlines()[2:]:
+    for line in docs_table(DOCS, "group"):
         group, options = (cell.strip() for cell in line.split("|")[1:3])
         rows[group.strip("`")] = sorted(re.findall(r"`([^`]+)`", options.split(" (")[0]))
     return rows

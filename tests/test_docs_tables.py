@@ -11,7 +11,7 @@ import pytest
 
 from attention_lab.attention import ATTENTION_REGISTRY
 from attention_lab.docs_tables import MARKED, PAGES, rewritten, tables
-from conftest import CONFIG_DIR, ROOT
+from conftest import CONFIG_DIR, ROOT, docs_table
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +46,7 @@ def test_a_marker_naming_no_table_is_an_error(generated):
 
 def variant_table(page: Path) -> list[str]:
     """The names in the first column of a page's table of variants (the one headed `| name |`)."""
-    text = page.read_text(encoding="utf-8")
-    table = text[text.index("\n| name |"):].split("\n\n")[0]
-    return re.findall(r"^\| `(\w+)`", table, re.MULTILINE)
+    return [re.match(r"\| `(\w+)`", row)[1] for row in docs_table(page, "name")]
 
 
 @pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "docs" / "library.md"], ids=lambda page: page.name)
@@ -115,6 +113,5 @@ def test_the_capability_table_says_what_build_attention_accepts(generated):
 def test_the_head_score_table_lists_every_kind_once():
     from attention_lab.head_scores import HEAD_SCORE_KINDS
 
-    text = (ROOT / "docs" / "tensorboard.md").read_text(encoding="utf-8")
-    table = text[text.index("\n| kind |"):].split("\n<!--")[0]
-    assert re.findall(r"^\| `(\w+)`", table, re.MULTILINE) == list(HEAD_SCORE_KINDS)
+    rows = docs_table(ROOT / "docs" / "tensorboard.md", "kind")
+    assert [re.match(r"\| `(\w+)`", row)[1] for row in rows] == list(HEAD_SCORE_KINDS)
