@@ -1,11 +1,12 @@
 """A real TensorBoard server for tests: ``python -m tensorboard.main --logdir <dir>`` on 127.0.0.1, read through
-its HTTP API; it never outlives the test that started it."""
+its HTTP API; it never outlives the test that started it. TensorBoard picks its own free port (``--port 0``) and
+names it in its info file (``tensorboard.manager``, what ``%tensorboard`` in a notebook reads): a port chosen here and
+handed over could be taken by another process in between."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -22,10 +23,11 @@ from conftest import script_env
 STARTUP_TIMEOUT_S = 120  # imports and the first scan of the logdir, on a busy machine
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def served_port(pid: int) -> int | None:
+    """The port of the TensorBoard process ``pid``, once it serves (it writes its info file after binding)."""
+    from tensorboard import manager
+
+    return next((info.port for info in manager.get_all() if info.pid == pid), None)
 
 
 class TensorBoard:
@@ -53,21 +55,22 @@ def serve(logdir: Path, log_path: Path, ready: Callable[[TensorBoard], bool], *f
     """The server over ``logdir``, once ``ready(server)`` holds (the first scan of the logdir may lag the HTTP
     server); its output goes to ``log_path``. ``launcher``: the command that starts it (e.g. scripts/start_tensorboard.py)."""
     log = log_path.open("w+")
-    port = free_port()
     proc = subprocess.Popen(
         [*launcher, "--logdir", str(logdir), "--host", "127.0.0.1",
-         "--port", str(port), "--reload_interval", "1", *flags],
+         "--port", "0", "--reload_interval", "1", *flags],
         stdout=log, stderr=subprocess.STDOUT, env=script_env(),
     )
-    server = TensorBoard(f"http://127.0.0.1:{port}", proc, log_path)
+    server = None
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while True:
             if proc.poll() is not None:
                 log.seek(0)
                 pytest.fail(f"tensorboard exited {proc.returncode}:\n{log.read()[-3000:]}")
+            if server is None and (port := served_port(proc.pid)) is not None:
+                server = TensorBoard(f"http://127.0.0.1:{port}", proc, log_path)
             try:
-                if ready(server):
+                if server is not None and ready(server):
                     break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
