@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import (
     CONFIG_DIR,
     QUIET,
@@ -164,6 +166,25 @@ def test_optuna_resume_continues_the_study_up_to_n_trials_in_total(tmp_path):
     # The new trial is a new point (a seeded sampler would otherwise propose trial 0 again), run in job dir 2.
     assert study.trials[2].params != study.trials[0].params
     assert {f"{k}={v}" for k, v in study.trials[2].params.items()} <= set(jobs[2]["overrides"])
+
+
+def test_a_resumed_optuna_sweep_is_checked_before_its_jobs():
+    """The job dirs of a resumed Optuna sweep follow the existing ones through an interpolation of hydra.job.num
+    (attention_lab.run.sweep_resume.optuna_overrides), which has no value before a job starts. The sweep's checks
+    read that override as typed and refuse a bad setting in one line. Raising instead would not stop the sweep:
+    Hydra turns an exception in a callback into a warning (pyproject's filterwarnings makes that warning an error
+    in the tests) and goes on."""
+    from hydra import compose
+
+    from attention_lab.run.overrides import hydra_compose_api
+    from attention_lab.run.preflight import PreflightChecks
+
+    overrides = ["hydra.mode=MULTIRUN", "hydra.sweep.subdir='${lab.job_subdir:${hydra.job.num},2}'", "heads=5"]
+    with hydra_compose_api(CONFIG_DIR):
+        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+        with pytest.raises(SystemExit) as refused:
+            PreflightChecks().on_multirun_start(config=cfg)
+    assert str(refused.value.code).startswith("error: heads=5 is invalid for model=multihead"), refused.value.code
 
 
 def test_a_job_dir_that_holds_another_jobs_run_is_left_alone(tmp_path):

@@ -12,6 +12,7 @@ from typing import Any
 
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.config import register_configs
 from attention_lab.files import MULTIRUN_RECORD
@@ -24,6 +25,13 @@ def is_override(arg: str) -> bool:
 def override_key(override: str) -> str:
     """`+task.max_len=6` -> `task.max_len`."""
     return override.split("=", 1)[0].lstrip("+~")
+
+
+def overrides_as_typed(hydra_cfg: DictConfig, *kinds: str) -> list[str]:
+    """The command line's overrides of ``kinds`` (``"hydra"``, ``"task"``) from Hydra's settings, as typed. Read
+    without resolving: an interpolation in one stays text (a resumed Optuna sweep's
+    ``hydra.sweep.subdir='${lab.job_subdir:${hydra.job.num},2}'``, which cannot resolve before a job exists)."""
+    return [str(o) for kind in kinds for o in OmegaConf.to_container(hydra_cfg.overrides[kind], resolve=False)]
 
 
 def resume_value(argv: Sequence[str]) -> str | None:

@@ -53,7 +53,7 @@ from attention_lab.config import ModelConfig, TaskConfig
 from attention_lab.errors import ConfigError
 from attention_lab.run.cli import full_error_requested
 from attention_lab.run.describe import describe
-from attention_lab.run.overrides import is_sweep_dir, override_key
+from attention_lab.run.overrides import is_sweep_dir, override_key, overrides_as_typed
 
 if TYPE_CHECKING:
     from attention_lab.run.resume import ResumePlan
@@ -112,7 +112,7 @@ def check_single_run(cfg: DictConfig) -> None:
     """Raises what is wrong with a single run; ``cfg`` is its config, Hydra's settings included. ``resume=<run
     dir>``: what is wrong with its record and its dir; the config the record composes is composed and checked by
     :func:`checked_resume`, once, in the task function."""
-    overrides = [str(o) for o in cfg.hydra.overrides.task]
+    overrides = overrides_as_typed(cfg.hydra, "task")
     if cfg.get("resume"):
         from attention_lab.run.resume import plan_resume  # a resume's checks: a plain run needs none of them
 
@@ -141,7 +141,7 @@ def checked_resume(value: str, overrides: Sequence[str], config_name: str,
 
 def command_overrides(cfg: DictConfig) -> list[str]:
     """The command line's overrides, Hydra's own (hydra.sweep.subdir=...) and the task's."""
-    return [str(o) for o in [*cfg.hydra.overrides.hydra, *cfg.hydra.overrides.task]]
+    return overrides_as_typed(cfg.hydra, "hydra", "task")
 
 
 def check_sweep(cfg: DictConfig, config_name: str) -> None:

@@ -41,6 +41,7 @@ from attention_lab.files import (
 )
 from attention_lab.review.escape import csv_cell
 from attention_lab.run.describe import describe
+from attention_lab.run.overrides import overrides_as_typed
 from attention_lab.run.run_info import ENDED_WITHOUT_RESULT, MalformedRunInfo, RunInfo, RunStatus, now, parse
 from attention_lab.tensorboard_plugin import PLUGIN_NAME
 
@@ -157,7 +158,7 @@ class SweepSummary(Callback):
             except Exception as err:  # noqa: BLE001
                 info, _ = parse(read_json(job_dir / RUN_INFO))  # what can be kept of it; the rest is replaced
                 info.status, info.error, info.job = RunStatus.FAILED, describe(err), int(HydraConfig.get().job.num)
-                info.overrides, info.output_dir = [str(o) for o in HydraConfig.get().overrides.task], str(job_dir)
+                info.overrides, info.output_dir = overrides_as_typed(HydraConfig.get(), "task"), str(job_dir)
                 info.write(job_dir / RUN_INFO)
         document = write_summary(sweep_dir_of(config))
         n_trials = OmegaConf.select(config, "hydra.sweeper.n_trials")

@@ -34,7 +34,7 @@ from attention_lab.files import (
 from attention_lab.review.escape import console
 from attention_lab.run.cli import full_error_requested
 from attention_lab.run.describe import describe, expected_error, unwritable
-from attention_lab.run.overrides import override_key, run_name
+from attention_lab.run.overrides import override_key, overrides_as_typed, run_name
 from attention_lab.run.run_info import RunDirBusy, RunDirLock, RunDirTaken, RunInfo, RunInfoWriter, RunStatus
 from attention_lab.run.signals import StopSignals
 from attention_lab.run.sweep_summary import record_refusal, write_summary
@@ -57,7 +57,7 @@ def resumed_config(resume: str) -> tuple[DictConfig, ResumePlan, str]:
     from attention_lab.run.preflight import checked_resume, main_config_dir
 
     hydra_cfg = HydraConfig.get()
-    return checked_resume(resume, [str(o) for o in hydra_cfg.overrides.task], hydra_cfg.job.config_name,
+    return checked_resume(resume, overrides_as_typed(hydra_cfg, "task"), hydra_cfg.job.config_name,
                           main_config_dir(hydra_cfg))
 
 
@@ -81,7 +81,7 @@ class RunTask:
         # A job's number is its dir's name: a resumed Optuna sweep numbers its new jobs after the existing ones.
         self.job = (int(self.run_dir.name) if self.run_dir.name.isdigit() else int(hydra_cfg.job.num)) \
             if self.multirun else None
-        self.overrides = [str(o) for o in hydra_cfg.overrides.task]
+        self.overrides = overrides_as_typed(hydra_cfg, "task")
         self.resumed_sweep = self.multirun and bool(cfg.get("resume"))
         if self.resumed_sweep:  # resume=<sweep dir>: the job's own overrides are the rest
             self.overrides = [o for o in self.overrides if override_key(o) != "resume"]
