@@ -26,11 +26,12 @@ dir that holds a symlinked folder (a job dir, ``checkpoints/``) or a link to a f
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, Glob, Override, QuotedString
@@ -125,7 +126,7 @@ def compose_resumed(plan: ResumePlan, config_name: str, config_dir: Path) -> Dic
     from hydra import compose
 
     resumed = compose(config_name, overrides=plan.compose_overrides, return_hydra_config=True)
-    baseline = compose(config_name, overrides=group_choices(plan.overrides, config_groups()), return_hydra_config=True)
+    baseline = compose(config_name, overrides=group_choices(plan.overrides), return_hydra_config=True)
     check_resumed_config(plan, resumed, compose(config_name, overrides=plan.saved), baseline, config_dir)
     with open_dict(resumed):
         del resumed["hydra"]  # what the run sees: Hydra's own config is Hydra's
@@ -145,17 +146,22 @@ WRITE_LOCATIONS = ("dirpath", "filename", "save_dir", "name", "version", "sub_di
 CORPUS = "task.corpus"  # the one setting that reads a file
 
 
-def config_groups() -> set[str]:
-    """Every config group Hydra knows here (``model``, ``hydra/launcher``, ...)."""
+def config_groups(keys: Iterable[str]) -> set[str]:
+    """Which of ``keys`` (what overrides set or choose: ``model``, ``hydra/launcher``, ``task.max_len``) are config
+    groups Hydra knows here: each of a key's parents one, and its last name among the last parent's groups. Hydra
+    lists the groups of each parent once; listing every group of the search path costs as much as a composition."""
     loader = GlobalHydra.instance().config_loader()
+    children: dict[str, set[str]] = {}
 
-    def walk(parent: str) -> Iterator[str]:
-        for name in loader.list_groups(parent):
-            group = f"{parent}/{name}" if parent else name
-            yield group
-            yield from walk(group)
+    def known(group: str) -> bool:
+        parent, slash, name = group.rpartition("/")
+        if slash and not known(parent):
+            return False
+        if parent not in children:
+            children[parent] = set(loader.list_groups(parent))
+        return name in children[parent]
 
-    return set(walk(""))
+    return {key for key in keys if known(key)}
 
 
 def chosen_options(override: Override) -> list[str]:
@@ -209,7 +215,7 @@ def check_overrides(overrides: Sequence[str], setting: str, path: Path) -> list[
     except Exception:  # noqa: BLE001 - OverrideParseException and friends
         raise ConfigError(f"{setting} is invalid: {path.name} holds an override that does not parse; a record is data "
                           "and is not replayed") from None
-    loader, groups = GlobalHydra.instance().config_loader(), config_groups()
+    loader, groups = GlobalHydra.instance().config_loader(), config_groups(o.key_or_group for o in parsed)
     for override in parsed:
         check_literal(override, setting, path)
         group = override.key_or_group
@@ -249,10 +255,12 @@ def targets(node: Any) -> Iterator[tuple[str, str]]:
 
 
 def allowed_targets(config_dir: Path) -> set[str]:
-    """The ``_target_`` values of the project's own config files (read as data)."""
+    """The ``_target_`` values of the project's own config files, read as plain data (with libyaml's parser where
+    PyYAML has it: these are the project's files, not records)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     found = set()
     for path in config_dir.rglob("*.yaml"):
-        found.update(target for target, _ in targets(OmegaConf.load(path)))
+        found.update(target for target, _ in targets(yaml.load(path.read_text(encoding="utf-8"), Loader=loader)))
     return found
 
 
@@ -265,10 +273,12 @@ def write_locations(node: Any) -> Iterator[tuple[str, Any]]:
             (where + key == "paths" or (key in WRITE_LOCATIONS and where in instantiated)))
 
 
-def group_choices(overrides: Sequence[str], groups: set[str]) -> list[str]:
-    """The overrides that choose one of ``groups``' options (checked by :func:`check_overrides`), without the
+def group_choices(overrides: Sequence[str]) -> list[str]:
+    """The overrides that choose a config group's options (checked by :func:`check_overrides`), without the
     settings: what the project's configs write, for these choices."""
-    return [o.input_line for o in OverridesParser.create().parse_overrides(list(overrides)) if o.key_or_group in groups]
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    groups = config_groups(o.key_or_group for o in parsed)
+    return [o.input_line for o in parsed if o.key_or_group in groups]
 
 
 def check_config(replayed: DictConfig, baseline: DictConfig, allowed: set[str], setting: str) -> None:

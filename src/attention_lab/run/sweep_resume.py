@@ -56,7 +56,6 @@ from attention_lab.run.resume import (
     check_contained,
     check_corpus,
     check_overrides,
-    config_groups,
     group_choices,
     read_saved_overrides,
 )
@@ -155,11 +154,11 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
         overrides = [o for o in [*task, *hydra] if not replaced_by(override_key(o), given)] + added
         overrides += [f"resume={sweep_dir}", f"hydra.sweep.dir={sweep_dir}"]
         named = {override_key(arg) for arg in argv if is_override(arg)}  # this command's own (repeated) settings
-        groups, baselines = config_groups(), {}  # variants that choose the same options share their baseline
+        baselines = {}  # variants that choose the same options share their baseline
         first = None
         for variant in sweep_variants(overrides):
             replayed = compose(config_name, overrides=variant, return_hydra_config=True)
-            choices = tuple(group_choices(variant, groups))
+            choices = tuple(group_choices(variant))
             if choices not in baselines:
                 baselines[choices] = compose(config_name, overrides=list(choices), return_hydra_config=True)
             check_config(replayed, baselines[choices], allowed, setting)
