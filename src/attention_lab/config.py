@@ -262,7 +262,11 @@ def register_configs() -> None:
     """The schema for Hydra, and the resolvers of configs/hydra/default.yaml: ``${lab.run_dir:${resume},<new>}``
     keeps a resumed run in its own dir, and ``${lab.output_subdir:${resume}}`` stops Hydra from rewriting that
     run's .hydra/ record (the task function updates it once the resumed run has started). ``--help``'s resolver is
-    :func:`attention_lab.run.cli.register_help`'s."""
+    :func:`attention_lab.run.cli.register_help`'s. Once per process: what it registers stays (Hydra copies a stored
+    node on every load), and building the schema again would cost milliseconds per composition in-process."""
+    cs = ConfigStore.instance()
+    if f"train{SCHEMA_SUFFIX}.yaml" in cs.list(""):
+        return
     OmegaConf.register_new_resolver(
         "lab.run_dir", lambda resume, new: os.path.abspath(os.path.expanduser(str(resume))) if resume else new,
         replace=True)
@@ -270,8 +274,6 @@ def register_configs() -> None:
     # A resumed Optuna sweep's new jobs go after the existing job dirs (the sweeper numbers each launch from 0).
     OmegaConf.register_new_resolver("lab.job_subdir", lambda num, offset: str(int(num) + int(offset)), replace=True)
     OmegaConf.register_new_resolver("lab.num_heads", num_heads_of, replace=True, use_cache=True)
-    cs = ConfigStore.instance()
-    cs.store(name=f"train{SCHEMA_SUFFIX}", node=TrainConfig)
     model = OmegaConf.structured(ModelConfig)
     for key, interpolation in FROM_KNOBS.items():
         model[key] = interpolation  # an interpolation may stand in for any typed value
@@ -281,3 +283,4 @@ def register_configs() -> None:
     # task.options.<name>=v without a `+`: the task's class, not this schema, knows its options (checks.py).
     OmegaConf.set_struct(task.options, False)
     cs.store(group="task", name=f"task{SCHEMA_SUFFIX}", node=task)
+    cs.store(name=f"train{SCHEMA_SUFFIX}", node=TrainConfig)  # last: the check above finds it once all is stored
