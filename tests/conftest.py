@@ -15,6 +15,8 @@ Tests marked ``gpu`` need CUDA and skip without it; `make test-gpu` runs only th
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import gc
 import io
 import logging
@@ -90,11 +92,18 @@ def docs_table(page: Path, first_column: str) -> list[str]:
 
 
 def compose_config(overrides: list[str] | None = None, *, return_hydra_config: bool = False):
-    """The composed training config, as scripts/train.py would see it."""
+    """The composed training config, as scripts/train.py would see it: a copy of its own for each caller."""
+    return copy.deepcopy(composed(tuple(overrides or []), return_hydra_config, os.getcwd()))
+
+
+@functools.cache
+def composed(overrides: tuple[str, ...], return_hydra_config: bool, cwd: str):
+    """Composed once per worker for each command line (and working dir, which Hydra's settings record): the
+    project's configs do not change during a session, and a composition costs a tenth of a second."""
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return compose("train", overrides=overrides or [], return_hydra_config=return_hydra_config)
+        return compose("train", overrides=list(overrides), return_hydra_config=return_hydra_config)
 
 
 def validated_untrained(overrides: list[str], tmp_path: Path, seed: int | None = None):
@@ -388,6 +397,11 @@ def trained_induction(tmp_path_factory):
     return module.eval(), saved["batches"]
 
 
+# What a run whose test reads only its training metrics (loss, accuracy, head scores, ablation) leaves out: the
+# callbacks that draw, or record for the attention tab and the circuit views. They observe: a run trains to the
+# same numbers without them.
+OBSERVERS_OFF = ["~callbacks.head_score_maps", "~callbacks.attention_summaries", "~callbacks.loss_by_index_map",
+                 "~callbacks.circuit_scores", "~callbacks.module_values", "patching=false"]
 # A sweep's jobs at their smallest: 2 steps, no images drawn at the final validation.
 TINY_JOB = ["max_steps=2", "task.train_size=64", "task.val_size=32", "~callbacks.attention_maps",
             "~callbacks.head_score_maps", "ablation=[]"]

@@ -13,7 +13,7 @@ from hydra import compose
 from attention_lab.checks import validate
 from attention_lab.run.overrides import hydra_compose_api
 from attention_lab.run.sweep_jobs import planned_jobs, sweep_arguments, sweep_job_configs
-from conftest import CONFIG_DIR, run_train
+from conftest import CONFIG_DIR, OBSERVERS_OFF, run_train
 
 PRESETS = {  # preset -> (the settings it sweeps, jobs)
     "induction_heads": ({"layers": ["1", "2"], "seed": ["0", "1", "2", "3", "4"]}, 10),
@@ -64,7 +64,7 @@ def test_two_layers_find_induction_and_one_does_not(tmp_path: Path, single_threa
     sweep = tmp_path / "induction"
     # 200 of the preset's 600 steps: the differences below already hold, with seed 0 and with seed 1.
     run_train(sweep, "experiment=induction_heads", "seed=0", "max_steps=200", "~callbacks.attention_maps",
-              multirun=True)
+              *OBSERVERS_OFF, multirun=True)
     one, two = metrics(sweep / "0"), metrics(sweep / "1")
     assert (one["hparams"]["layers"], two["hparams"]["layers"]) == (1, 2)
     assert two["val/seq_acc"] >= 0.95 and one["val/seq_acc"] <= 0.85, (one["val/seq_acc"], two["val/seq_acc"])
@@ -83,7 +83,7 @@ def test_rope_carries_over_to_longer_inputs_and_learned_positions_do_not(tmp_pat
     sweep = tmp_path / "length"
     # 150 of the preset's 800 steps: the differences below already hold, with seed 0 and with seed 1.
     run_train(sweep, "experiment=length_generalisation", "seed=0", "position=learned,rope", "max_steps=150",
-              "~callbacks.attention_maps", multirun=True)
+              "~callbacks.attention_maps", *OBSERVERS_OFF, multirun=True)
     learned, rope = metrics(sweep / "0"), metrics(sweep / "1")
     assert learned["val/seq_acc"] >= 0.99 and rope["val/seq_acc"] >= 0.99  # both solve the lengths they saw
     assert learned["ood/seq_acc"] <= 0.05 and rope["ood/seq_acc"] >= 0.5, (learned["ood/seq_acc"], rope["ood/seq_acc"])

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import (
     CONFIG_DIR,
+    OBSERVERS_OFF,
     QUIET,
     ROOT,
     TINY_JOB,
@@ -29,7 +30,7 @@ from conftest import (
 from test_errors import assert_one_line_error
 
 SMALL = ["max_steps=60", "task.train_size=256", "task.val_size=32", "trainer.val_check_interval=10",
-         "~callbacks.attention_maps", "~callbacks.early_stopping", "~callbacks.head_score_maps", "ablation=[]"]
+         "~callbacks.attention_maps", "~callbacks.early_stopping", "ablation=[]", *OBSERVERS_OFF]
 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
