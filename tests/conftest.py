@@ -35,7 +35,6 @@ from filelock import FileLock
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from attention_lab.callbacks.steps_to_solve import SOLVED
 from attention_lab.config import register_configs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -339,9 +338,6 @@ def tiny_trained_run(tmp_path_factory) -> Path:
 # The default experiment (`python scripts/train.py`) must reach >= 0.99 validation sequence accuracy well
 # before this bound (measured: first at step 150 on CPU, seed 0; perfect 1.0 at a few hundred steps).
 SOLVED_RUN_MAX_STEPS = 600
-# The default run stops as soon as val/seq_acc >= 0.99 (callbacks/steps_to_solve.py), so the final metrics.json of
-# the run is the solved model, measured once more.
-SOLVED_AT = SOLVED
 # Training subprocesses of the tests use one intra-op thread: the models are tiny, and on a busy machine
 # (tests running side by side) torch's default of one thread per core slows every step many times over.
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -357,7 +353,8 @@ def single_thread(monkeypatch):
 @pytest.fixture(scope="session")
 def solved_run(tmp_path_factory) -> Path:
     """The default experiment (multihead, 2 layers x 4 heads, task reverse, attention maps on) trained
-    until validation reaches SOLVED_AT, shared by the end-to-end, event-file and TensorBoard-server tests.
+    until validation reaches SOLVED (callbacks/steps_to_solve.py: the run stops there, so its final metrics.json
+    is the solved model, measured once more), shared by the end-to-end, event-file and TensorBoard-server tests.
     Treat it as read-only."""
     def build(folder: Path) -> None:
         run_train(folder / "run", f"max_steps={SOLVED_RUN_MAX_STEPS}", "log_attention_every_n_steps=50")

@@ -13,11 +13,12 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
+from attention_lab.callbacks.steps_to_solve import SOLVED
 from attention_lab.config import register_configs
 from attention_lab.files import tensorboard_dir
 from attention_lab.head_scores import HEAD_SCORE_KINDS
 from attention_lab.tensorboard_logger import tensorboard_tag
-from conftest import SINGLE_THREAD_ENV, SOLVED_AT, SOLVED_RUN_MAX_STEPS, compose_config, run_train, run_train_process
+from conftest import SINGLE_THREAD_ENV, SOLVED_RUN_MAX_STEPS, compose_config, run_train, run_train_process
 
 MODELS = ["simple", "self", "cross", "multihead", "multihead_concat"]
 # A few real steps with validation (at steps 3 and 6) and attention maps: enough for every run-dir file.
@@ -97,8 +98,8 @@ def test_default_experiment_reaches_099_val_sequence_accuracy(solved_run: Path, 
     assert (solved_cfg.model.name, solved_cfg.model.num_heads, solved_cfg.layers, solved_cfg.task.name) == (
         "multihead", 4, 2, "reverse")  # nothing but the step bound and the stop threshold overridden
     metrics = metrics_of(solved_run)
-    assert metrics["val/seq_acc"] >= SOLVED_AT, metrics
-    assert metrics["val/token_acc"] >= SOLVED_AT
+    assert metrics["val/seq_acc"] >= SOLVED, metrics
+    assert metrics["val/token_acc"] >= SOLVED
     assert 0 < metrics["global_step"] <= SOLVED_RUN_MAX_STEPS
 
 
@@ -121,12 +122,12 @@ def test_the_default_run_stops_when_it_is_solved(solved_run: Path):
 def test_solved_and_early_stopping_share_one_threshold():
     import hydra
 
-    from attention_lab.callbacks.steps_to_solve import SOLVED, StepsToSolve, StopWhenSolved
+    from attention_lab.callbacks.steps_to_solve import StepsToSolve, StopWhenSolved
 
     early_stopping = compose_config().callbacks.early_stopping
     # the config names the callback and no threshold of its own: the one written in steps_to_solve.py
     assert hydra.utils.get_class(early_stopping._target_) is StopWhenSolved and "threshold" not in early_stopping
-    assert StopWhenSolved().threshold == StepsToSolve().threshold == SOLVED == SOLVED_AT  # written once
+    assert StopWhenSolved().threshold == StepsToSolve().threshold == SOLVED  # written once
 
 
 def test_run_dir_layout(solved_run: Path):
@@ -156,7 +157,7 @@ def test_best_checkpoint_holds_the_solved_model(solved_run: Path, solved_cfg):
         logits = module(inputs)
     real = targets != 0
     seq_acc = ((logits.argmax(-1) == targets) | ~real).all(dim=1).float().mean().item()
-    assert seq_acc >= SOLVED_AT
+    assert seq_acc >= SOLVED
 
 
 # --- what TensorBoard reads: the event files of that run --------------------------------------------------
@@ -268,7 +269,7 @@ def test_headline_command_solves_its_task(tmp_path: Path, single_thread):
     # The command as written, less the figures of its validations (they do not change what it learns).
     run_train(run_dir, "model=multihead", "heads=3", f"max_steps={SOLVED_RUN_MAX_STEPS}", "~callbacks.attention_maps",
               "~callbacks.head_score_maps", "ablation=[]")
-    assert metrics_of(run_dir)["val/seq_acc"] >= SOLVED_AT
+    assert metrics_of(run_dir)["val/seq_acc"] >= SOLVED
 
 
 @pytest.mark.slow  # 2 x 800 steps
