@@ -260,6 +260,14 @@ def run_train_process(run_dir: Path, *overrides: str, multirun: bool = False, ti
     return run_script(TRAIN, *train_args(run_dir, overrides, multirun), timeout=timeout, check=check)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Before a test module imports torch: OpenMP threads wait passively, in the workers and in every process they
+    start. The tests share the cores, and a thread that spins while it waits for a descheduled sibling burns the
+    CPU the other tests need (docs/benchmarks.md, "What the measurements found": thread spinning). A value already set is
+    kept."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked ``early`` first, the others in the order collected."""
     items.sort(key=lambda item: item.get_closest_marker("early") is None)
