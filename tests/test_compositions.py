@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from conftest import CONFIG_DIR, QUIET, ROOT, TRAIN, run_script, script_env
+from conftest import CONFIG_DIR, QUIET, ROOT, TRAIN, run_in_process, script_env
 
 # Runs a script with an audit hook that counts opens of one file; prints the count on a line of stderr.
 COUNTER = textwrap.dedent("""
@@ -95,7 +95,7 @@ def test_a_resume_composes_its_record_once(tmp_path, reference_app):
     config files name, which a record may instantiate."""
     app, entry = reference_app
     run_dir = tmp_path / "run"
-    run_script(TRAIN, *TINY_RUN, f"hydra.run.dir={run_dir}", check=True)
+    run_in_process(TRAIN, *TINY_RUN, f"hydra.run.dir={run_dir}", check=True)  # the run to resume: not counted
     resume = [f"resume={run_dir}", "max_steps=3"]
     opens, stderr = opens_and_stderr(CONFIG_DIR / "train.yaml", TRAIN, *resume)
     info = json.loads((run_dir / "run_info.json").read_text())
