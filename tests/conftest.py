@@ -263,8 +263,8 @@ def run_train_process(run_dir: Path, *overrides: str, multirun: bool = False, ti
 def pytest_configure(config: pytest.Config) -> None:
     """Before a test module imports torch: OpenMP threads wait passively, in the workers and in every process they
     start. The tests share the cores, and a thread that spins while it waits for a descheduled sibling burns the
-    CPU the other tests need (docs/benchmarks.md, "What the measurements found": thread spinning). A value already set is
-    kept."""
+    CPU the other tests need (docs/benchmarks.md, "What the measurements found": thread spinning). A value
+    already set is kept."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
