@@ -229,7 +229,7 @@ def test_trainer_presets():
     ddp = compose_config(["trainer=ddp"]).trainer
     assert (ddp.accelerator, ddp.strategy, ddp.devices) == ("gpu", "ddp", -1)
     sim = compose_config(["trainer=ddp_sim"]).trainer
-    assert (sim.accelerator, sim.strategy, sim.devices) == ("cpu", "ddp_spawn", 2)
+    assert (sim.accelerator, sim.strategy, sim.devices) == ("cpu", "ddp_fork", 2)
     default = compose_config().trainer
     assert default.accelerator is None  # taken from the `device` knob
     assert (default.max_steps, default.max_epochs) == (1500, None)

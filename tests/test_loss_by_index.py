@@ -114,3 +114,21 @@ def test_the_heatmap_is_drawn_once_at_the_final_validation(tmp_path):
     events.Reload()
     (image,) = events.Images("val/loss_by_index")
     assert image.step == 20 and image.width > 200 and image.height > 200
+
+
+def test_a_validation_starts_from_empty_sums_whatever_the_module_carries(tmp_path):
+    """ddp_spawn hands the trained module to the final validation's new processes with the sums of a validation
+    during training (its ranks wrote them into the shared memory of the main process's module): the final metrics
+    must not average them in."""
+    import lightning as L
+
+    torch.set_num_threads(1)
+    _, module, datamodule, (first,) = validated_untrained(
+        ["task=copy", "task.train_size=64", "task.val_size=64", "d_model=16", "layers=1", "seed=0"], tmp_path, seed=0)
+    with torch.inference_mode():  # as in a validation: its reset left inference tensors
+        module.loss_by_index.update(torch.full((1, 3), 100.0), torch.tensor([[5, 6, 7]]))  # an earlier set's sums
+    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=tmp_path, accelerator="cpu")
+    (again,) = trainer.validate(module, datamodule=datamodule, verbose=False)
+    by_index = {key: value for key, value in first.items() if is_index_tag(key)}
+    assert len(by_index) >= 3 and {key: again[key] for key in by_index} == by_index

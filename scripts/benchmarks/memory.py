@@ -2,20 +2,16 @@
 
 CUDA: the caching allocator's peak over what was allocated before. CPU (Linux): the resident-set
 high-water mark (VmHWM, reset through /proc/self/clear_refs) over the resident set before; a fresh process
-keeps memory freed earlier from being reused unseen.
-
-    python -m benchmarks.memory '<json request>'    # what memory_rows starts; prints {"peak_mib": ...}
+(benchmarks.processes.in_fresh_process) keeps memory freed earlier from being reused unseen.
 """
 
 from __future__ import annotations
 
 import gc
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.processes import RunFailed, run_process
+from benchmarks.processes import in_fresh_process
 from benchmarks.rows import Progress, Row, no_progress
 
 if TYPE_CHECKING:
@@ -69,10 +65,7 @@ def peak_memory(request: dict[str, Any]) -> float | None:
 
 def peak_memory_mib(request: dict[str, Any]) -> float | None:
     """peak_memory(request) in a fresh process."""
-    _, proc = run_process([sys.executable, "-m", "benchmarks.memory", json.dumps(request)], timeout=600)
-    if proc.returncode != 0:
-        raise RunFailed(f"peak-memory worker exited {proc.returncode}:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])["peak_mib"]
+    return in_fresh_process(peak_memory, request, what="peak-memory worker")
 
 
 def memory_rows(shape: KernelShape, *, device: str, progress: Progress = no_progress) -> list[Row]:
@@ -109,8 +102,3 @@ def memory_rows(shape: KernelShape, *, device: str, progress: Progress = no_prog
             note=f"{unit_note}; K and V: {kv_bytes[1]:.1f} MiB float32"),
     ]
 
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m benchmarks.memory '<json request>'")
-    print(json.dumps({"peak_mib": peak_memory(json.loads(sys.argv[1]))}))

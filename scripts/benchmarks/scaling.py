@@ -8,16 +8,12 @@ softmax attention, a log-log plot; and each twinned variant's fast path against 
 
 Timing as in section A (torch.utils.benchmark, rounds whose order rotates, medians). Peak memory: one
 forward+backward in a fresh process (benchmarks.memory's method).
-
-    python -m benchmarks.scaling '<json request>'    # the peak-memory worker; prints {"peak_mib": ...}
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +24,7 @@ import torch
 from attention_lab.attention.declared import VariantFacts
 from benchmarks.kernels import seconds_per_call
 from benchmarks.memory import rss_mib
-from benchmarks.processes import RunFailed, run_process
+from benchmarks.processes import in_fresh_process
 from benchmarks.rows import Progress, Row, median, no_progress
 
 BASELINE = "multihead"  # softmax attention, PyTorch's fused kernel: what every other mixer is compared with
@@ -191,10 +187,7 @@ def peak_memory(request: dict[str, Any]) -> float | None:
 
 
 def peak_memory_mib(request: dict[str, Any]) -> float | None:
-    _, proc = run_process([sys.executable, "-m", "benchmarks.scaling", json.dumps(request)], timeout=600)
-    if proc.returncode != 0:
-        raise RunFailed(f"peak-memory worker exited {proc.returncode}:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])["peak_mib"]
+    return in_fresh_process(peak_memory, request, what="peak-memory worker")
 
 
 def plot(lengths: list[int], seconds: dict[str, list[float]], memory: dict[str, list[float | None]],
@@ -285,8 +278,3 @@ def scaling_rows(shape: ScalingShape, mixers: Sequence[str], *, repeats: int, de
         plot(lengths, seconds, memory, plot_path)
     return rows
 
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m benchmarks.scaling '<json request>'")
-    print(json.dumps({"peak_mib": peak_memory(json.loads(sys.argv[1]))}))

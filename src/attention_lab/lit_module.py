@@ -116,6 +116,12 @@ class AttentionLitModule(L.LightningModule):
                 self.in_context.update(total / count.clamp_min(1), weight=count)
                 self.log("val/in_context_score", self.in_context, on_epoch=True, add_dataloader_idx=False)
 
+    def on_validation_epoch_start(self) -> None:
+        # Empty sums at every start, not only after the last end: a module handed to new processes can arrive with
+        # an earlier validation's sums (ddp_spawn pickles its states into shared memory, which the ranks then write).
+        # Lightning resets the metrics given to self.log; this one is logged as numbers.
+        self.loss_by_index.reset()
+
     def on_validation_epoch_end(self) -> None:
         """val/loss_by_index/<i> for every target index the validation set has (summed over the whole set)."""
         for index, value in enumerate(self.loss_by_index.compute().tolist()):
