@@ -49,9 +49,6 @@ class CosineAttention(SelfAttention):
 '''
 
 VARIANT_YAML = '''
-defaults:
-  - model_schema
-
 name: cosine
 num_heads: 1
 options:
@@ -81,9 +78,6 @@ class RotateTask(SequenceTransformTask):
 '''
 
 TASK_YAML = '''
-defaults:
-  - task_schema
-
 name: rotate
 '''
 

@@ -148,7 +148,7 @@ def test_an_option_added_to_a_copy_of_the_configs_is_listed(tmp_path: Path):
     """Nothing in the help is a list kept by hand: a new yaml in a group appears in it."""
     config_dir = tmp_path / "configs"
     shutil.copytree(CONFIG_DIR, config_dir)
-    (config_dir / "block" / "thin.yaml").write_text("defaults:\n  - block_schema\n\nname: thin\nmlp: false\n")
+    (config_dir / "block" / "thin.yaml").write_text("name: thin\nmlp: false\n")
     assert "thin" in listed_options("block", entries(sections_of(config_dir=config_dir), "Groups")["block"])
 
 

@@ -42,7 +42,7 @@ class Device(str, Enum):
 
 
 ALL_MASKS = [m.value for m in Mask]
-SCHEMA_SUFFIX = "_schema"  # the schemas' names in Hydra's ConfigStore: train_schema, model_schema, ...
+SCHEMA_SUFFIX = "_schema"  # a schema's name in Hydra's ConfigStore (train_schema), left out of --help's options
 
 
 def typed(schema: type, values: Any) -> Any:
@@ -153,9 +153,11 @@ class TaskConfig:
 
 @dataclass
 class TrainConfig:
-    model: ModelConfig = MISSING
-    block: BlockConfig = MISSING
-    task: TaskConfig = MISSING
+    # The groups' schemas: each model/, block/ and task/ yaml is merged onto its node, so a wrong type or an unknown
+    # key in one fails at compose time (and the yaml needs no defaults list of its own).
+    model: ModelConfig = field(default_factory=ModelConfig)
+    block: BlockConfig = field(default_factory=BlockConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
     trainer: Any = MISSING
     logger: Any = None
     callbacks: Any = None
@@ -274,13 +276,9 @@ def register_configs() -> None:
     # A resumed Optuna sweep's new jobs go after the existing job dirs (the sweeper numbers each launch from 0).
     OmegaConf.register_new_resolver("lab.job_subdir", lambda num, offset: str(int(num) + int(offset)), replace=True)
     OmegaConf.register_new_resolver("lab.num_heads", num_heads_of, replace=True, use_cache=True)
-    model = OmegaConf.structured(ModelConfig)
+    train = OmegaConf.structured(TrainConfig)
     for key, interpolation in FROM_KNOBS.items():
-        model[key] = interpolation  # an interpolation may stand in for any typed value
-    cs.store(group="model", name=f"model{SCHEMA_SUFFIX}", node=model)
-    cs.store(group="block", name=f"block{SCHEMA_SUFFIX}", node=BlockConfig)
-    task = OmegaConf.structured(TaskConfig)
+        train.model[key] = interpolation  # an interpolation may stand in for any typed value
     # task.options.<name>=v without a `+`: the task's class, not this schema, knows its options (checks.py).
-    OmegaConf.set_struct(task.options, False)
-    cs.store(group="task", name=f"task{SCHEMA_SUFFIX}", node=task)
-    cs.store(name=f"train{SCHEMA_SUFFIX}", node=TrainConfig)  # last: the check above finds it once all is stored
+    OmegaConf.set_struct(train.task.options, False)
+    cs.store(name=f"train{SCHEMA_SUFFIX}", node=train)  # last: the check above finds it once all is stored
