@@ -23,6 +23,7 @@ import logging
 import os
 import runpy
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -420,6 +421,25 @@ def finished_sweep(tmp_path_factory) -> Path:
         proc = run_train(folder / "sweep", "heads=1,2", *TINY_JOB, multirun=True)
         (folder / "console.txt").write_text(proc.stdout)
     return built_once(tmp_path_factory, "finished_sweep", build) / "sweep"
+
+
+@pytest.fixture(scope="session")
+def interrupted_run(tmp_path_factory) -> Path:
+    """A run stopped by SIGTERM after its first checkpoint (a process: the signal is real; no early stopping, no
+    images), shared by the tests of what an interrupted run leaves and of resuming it; what it printed (stdout, then
+    stderr) is in console.txt beside it. Treat it as read-only: tests copy it before changing anything."""
+    def build(folder: Path) -> None:
+        run_dir = folder / "run"
+        proc = subprocess.Popen(
+            [sys.executable, str(TRAIN), "max_steps=100000", "task.train_size=256", "task.val_size=64",
+             "trainer.val_check_interval=10", "~callbacks.attention_maps", "~callbacks.early_stopping",
+             "~callbacks.head_score_maps", "ablation=[]", *QUIET, f"hydra.run.dir={run_dir}"],
+            cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint",
+                                     signal.SIGTERM)
+        assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+        (folder / "console.txt").write_text(stdout + stderr)
+    return built_once(tmp_path_factory, "interrupted_run", build) / "run"
 
 
 def run_train_following_exec(*args: str) -> subprocess.CompletedProcess:

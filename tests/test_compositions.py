@@ -1,7 +1,8 @@
 """A run composes its config as often as Hydra alone does for the same command: the lab's checks add none.
 
-A composition is counted as an open of the entry config (configs/train.yaml), seen by an audit hook. Audit hooks
-stay for the life of a process, so each count runs in a process of its own. The reference is a bare
+A composition is counted as an open of the entry config (configs/train.yaml), seen by an audit hook, while the
+script runs in this process (its ``__main__``, as :func:`conftest.run_in_process` runs it). An audit hook stays for
+the life of a process: one per test process, counting only while a count runs. The reference is a bare
 ``@hydra.main`` app with a no-op task, on a copy of the configs without the lab's Hydra callbacks.
 """
 
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -18,23 +19,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from conftest import CONFIG_DIR, QUIET, ROOT, TRAIN, run_in_process, script_env
-
-# Runs a script with an audit hook that counts opens of one file; prints the count on a line of stderr.
-COUNTER = textwrap.dedent("""
-    import os, runpy, sys
-    counted, script = os.path.realpath(sys.argv[1]), sys.argv[2]
-    opens = []
-    def hook(event, args):
-        if event == "open" and isinstance(args[0], str) and os.path.realpath(args[0]) == counted:
-            opens.append(args[0])
-    sys.addaudithook(hook)
-    sys.argv = [script, *sys.argv[3:]]
-    try:
-        runpy.run_path(script, run_name="__main__")
-    finally:
-        sys.stderr.write(f"\\nopens={len(opens)}\\n")
-""")
+from conftest import CONFIG_DIR, QUIET, ROOT, TRAIN, run_in_process
 
 REFERENCE = textwrap.dedent("""
     import hydra
@@ -52,16 +37,32 @@ REFERENCE = textwrap.dedent("""
 TINY_RUN = ["debug=fast", "max_steps=2", "~callbacks.attention_maps", *QUIET]
 
 
-def opens_and_stderr(config: Path, script: Path, *args: str) -> tuple[int, str]:
-    proc = subprocess.run([sys.executable, "-c", COUNTER, str(config), str(script), *args], cwd=ROOT,
-                          env=script_env(), capture_output=True, text=True, timeout=300)
-    counts = [line.removeprefix("opens=") for line in proc.stderr.splitlines() if line.startswith("opens=")]
-    assert counts, proc.stderr[-3000:]
-    return int(counts[-1]), proc.stderr
+@pytest.fixture(scope="session")
+def open_counter():
+    """(path, opens) pairs of the counts that run: the audit hook, added once per process, appends each open of the
+    path to the innermost one's list, and does nothing while none runs."""
+    counting: list[tuple[str, list[str]]] = []
+
+    def hook(event: str, args: tuple) -> None:
+        if counting and event == "open" and isinstance(args[0], str) and os.path.realpath(args[0]) == counting[-1][0]:
+            counting[-1][1].append(args[0])
+
+    sys.addaudithook(hook)
+    return counting
 
 
-def count_opens(config: Path, script: Path, *args: str) -> int:
-    return opens_and_stderr(config, script, *args)[0]
+@pytest.fixture
+def opens_and_stderr(open_counter):
+    """``(opens of config, stderr)`` of ``script args`` run in this process."""
+    def count(config: Path, script: Path, *args: str) -> tuple[int, str]:
+        opens: list[str] = []
+        open_counter.append((os.path.realpath(config), opens))
+        try:
+            proc = run_in_process(script, *args)
+        finally:
+            open_counter.pop()
+        return len(opens), proc.stderr
+    return count
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +81,15 @@ def reference_app(tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize("overrides", [TINY_RUN, ["heads=5"]], ids=["tiny run", "refused setting"])
-def test_a_run_composes_as_often_as_hydra_alone(tmp_path, reference_app, overrides):
+def test_a_run_composes_as_often_as_hydra_alone(tmp_path, reference_app, opens_and_stderr, overrides):
     app, entry = reference_app
-    lab = count_opens(CONFIG_DIR / "train.yaml", TRAIN, *overrides, f"hydra.run.dir={tmp_path / 'lab'}")
-    hydra_alone = count_opens(entry, app, *overrides, f"hydra.run.dir={tmp_path / 'reference'}")
+    lab, _ = opens_and_stderr(CONFIG_DIR / "train.yaml", TRAIN, *overrides, f"hydra.run.dir={tmp_path / 'lab'}")
+    hydra_alone, _ = opens_and_stderr(entry, app, *overrides, f"hydra.run.dir={tmp_path / 'reference'}")
     assert hydra_alone > 0
     assert lab == hydra_alone
 
 
-def test_a_resume_composes_its_record_once(tmp_path, reference_app):
+def test_a_resume_composes_its_record_once(tmp_path, reference_app, opens_and_stderr):
     """A resume composes what Hydra composes for its command line, then its record's config once (the run's
     config, its group choices alone, the config it was first trained with: 3), in the task function, and not again
     in the checks of the command line. One more open reads the entry config as data: the classes the project's
@@ -100,7 +101,7 @@ def test_a_resume_composes_its_record_once(tmp_path, reference_app):
     opens, stderr = opens_and_stderr(CONFIG_DIR / "train.yaml", TRAIN, *resume)
     info = json.loads((run_dir / "run_info.json").read_text())
     assert (info["status"], info["attempts"]) == ("ok", 2), stderr[-3000:]
-    hydra_alone = count_opens(entry, app, *resume, f"hydra.run.dir={tmp_path / 'reference'}")
+    hydra_alone, _ = opens_and_stderr(entry, app, *resume, f"hydra.run.dir={tmp_path / 'reference'}")
     assert hydra_alone > 0
     assert opens == hydra_alone + 3 + 1
 
@@ -128,7 +129,7 @@ def test_the_command_line_is_never_rewritten():
 
 
 @pytest.mark.parametrize("typed", ["heads=two", "mask=diagonal", "lr=fast"])
-def test_a_knob_of_the_wrong_type_is_refused_before_any_composition(tmp_path, typed):
+def test_a_knob_of_the_wrong_type_is_refused_before_any_composition(tmp_path, opens_and_stderr, typed):
     """Hydra would compose twice to find it (its first composition swallows the error)."""
     run_dir = tmp_path / "run"
     opens, stderr = opens_and_stderr(CONFIG_DIR / "train.yaml", TRAIN, typed, f"hydra.run.dir={run_dir}")

@@ -271,17 +271,6 @@ def test_checkpoint_write_on_a_full_disk_keeps_the_previous_one(small_filesystem
     assert sorted(p.name for p in small_filesystem.iterdir()) == ["last.ckpt"], "no temp file left behind"
 
 
-@pytest.fixture(scope="module")
-def interrupted_run(tmp_path_factory) -> Path:
-    """A run stopped by SIGTERM after its first checkpoints (a process: the signal is real); tests copy it before
-    changing anything."""
-    run_dir = tmp_path_factory.mktemp("interrupted") / "run"
-    proc = start_train("max_steps=100000", *SMALL, *NO_IMAGES, f"hydra.run.dir={run_dir}")
-    signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint", signal.SIGTERM)
-    assert proc.returncode == 128 + signal.SIGTERM
-    return run_dir
-
-
 def last_step(run_dir: Path) -> int:
     return int(torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"])
 

@@ -4,15 +4,12 @@ threshold, a signal) and the commands that open this run next (callbacks/run_end
 from __future__ import annotations
 
 import re
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from attention_lab.callbacks.run_end_note import shown_path
 from attention_lab.data.probe import EXAMPLE_TEXT
 from attention_lab.run.sweep_summary import ATTENTION_TAB, tensorboard_command, visualize_command
-from conftest import QUIET, ROOT, TRAIN, run_train, script_env, signal_when
+from conftest import run_train
 
 TINY = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=3", "~callbacks.attention_maps",
         "~callbacks.head_score_maps", "ablation=[]"]
@@ -49,18 +46,11 @@ def test_early_stopping_names_the_step_and_the_metric(tmp_path: Path):
     assert_next_commands(note, run_dir)
 
 
-def test_an_interrupted_run_says_so(tmp_path: Path):
-    run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, str(TRAIN), "max_steps=100000", "~callbacks.early_stopping", *TINY,
-                             *QUIET, f"hydra.run.dir={run_dir}"], cwd=ROOT, env=script_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stdout, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint",
-                                 signal.SIGTERM)
-    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
-    out = stdout + stderr
+def test_an_interrupted_run_says_so(interrupted_run: Path):
+    out = (interrupted_run.parent / "console.txt").read_text()  # a run that SIGTERM stopped: its stdout, then stderr
     stopped = [line for line in out.splitlines() if "stopped: " in line]
     assert len(stopped) == 1 and re.search(r"stopped: interrupted by SIGTERM at step \d+$", stopped[0]), out[-3000:]
-    assert_next_commands(closing_lines(stdout + stderr)[:3], run_dir)
+    assert_next_commands(closing_lines(out)[:3], interrupted_run)
 
 
 def test_the_final_table_shows_steps_as_whole_numbers_and_says_when_none_came():
