@@ -84,7 +84,7 @@ def test_a_sweep_record_chooses_only_shipped_configs(tmp_path, payload, spelling
 def test_shipped_choices_still_resume(tmp_path):
     sweep_dir = fake_sweep(tmp_path, ["heads=1,2", *TINY, "~callbacks.head_score_maps", "ablation=[]",
                                       "logger=[tensorboard,csv]"], ["hydra/launcher=basic"])
-    proc = run_script(TRAIN, f"resume={sweep_dir}", timeout=300)  # the real exec of a sweep resume
+    proc = run_train_following_exec(f"resume={sweep_dir}")  # the real exec: tests/test_sweep_folds.py and others
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = json.loads((sweep_dir / "sweep_summary.json").read_text())["jobs"]
     assert [job["status"] for job in jobs] == ["ok", "ok"]
