@@ -122,6 +122,8 @@ def test_every_combination_builds_or_is_rejected_naming_the_setting(model, posit
     for w in weights:
         if mask == "causal":
             assert w[..., distance < 0].abs().max() == 0
+        if mask == "padding":  # no query attends to <pad>
+            assert w[1, :, :, 3:].abs().max() == 0
         if window and model != "cross":  # cross: queries are output slots, keys the encoded input
             assert w[..., distance.abs() >= window].abs().max() == 0
     no_position = Position(position) is Position.none and Mask(mask) is not Mask.causal
