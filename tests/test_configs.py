@@ -212,7 +212,7 @@ def test_typos_and_wrong_types_fail_at_compose_time(overrides, named):
     assert named in text
 
 
-# The variants and the tasks compose and validate in ACCEPTED's rows (each of them at least once).
+# The variants compose and validate in tests/test_variant_configs.py's rows, the tasks in ACCEPTED's.
 @pytest.mark.parametrize(("group", "option"), [
     (group, option)
     for group in ("block", "trainer", "logger", "callbacks", "experiment", "hparams_search", "debug")
