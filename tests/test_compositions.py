@@ -1,18 +1,21 @@
 """A run composes its config as often as Hydra alone does for the same command: the lab's checks add none.
 
-A composition is counted as an open of the entry config (configs/train.yaml), seen by an audit hook, while the
-script runs in this process (its ``__main__``, as :func:`conftest.run_in_process` runs it). An audit hook stays for
-the life of a process: one per test process, counting only while a count runs. The reference is a bare
-``@hydra.main`` app with a no-op task, on a copy of the configs without the lab's Hydra callbacks.
+A composition is counted as an open of the entry config (configs/train.yaml) while the script runs in this process
+(its ``__main__``, as :func:`conftest.run_in_process` runs it). The opens are seen through ``open`` and ``io.open``
+(Hydra's file source and ``Path.read_text`` open files with them), replaced for the count only: an audit hook would
+stay for the life of the process and slow every later test (``id()`` is an audited event, called 20,000 times per
+composition). The reference is a bare ``@hydra.main`` app with a no-op task, on a copy of the configs without the
+lab's Hydra callbacks.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
+import io
 import json
 import os
 import shutil
-import sys
 import textwrap
 from pathlib import Path
 
@@ -37,30 +40,21 @@ REFERENCE = textwrap.dedent("""
 TINY_RUN = ["debug=fast", "max_steps=2", "~callbacks.attention_maps", *QUIET]
 
 
-@pytest.fixture(scope="session")
-def open_counter():
-    """(path, opens) pairs of the counts that run: the audit hook, added once per process, appends each open of the
-    path to the innermost one's list, and does nothing while none runs."""
-    counting: list[tuple[str, list[str]]] = []
-
-    def hook(event: str, args: tuple) -> None:
-        if counting and event == "open" and isinstance(args[0], str) and os.path.realpath(args[0]) == counting[-1][0]:
-            counting[-1][1].append(args[0])
-
-    sys.addaudithook(hook)
-    return counting
-
-
 @pytest.fixture
-def opens_and_stderr(open_counter):
+def opens_and_stderr(monkeypatch):
     """``(opens of config, stderr)`` of ``script args`` run in this process."""
     def count(config: Path, script: Path, *args: str) -> tuple[int, str]:
-        opens: list[str] = []
-        open_counter.append((os.path.realpath(config), opens))
-        try:
+        counted, real_open, opens = os.path.realpath(config), io.open, []
+
+        def counting_open(file, *rest, **options):
+            if isinstance(file, (str, os.PathLike)) and os.path.realpath(file) == counted:
+                opens.append(file)
+            return real_open(file, *rest, **options)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(builtins, "open", counting_open)
+            patch.setattr(io, "open", counting_open)
             proc = run_in_process(script, *args)
-        finally:
-            open_counter.pop()
         return len(opens), proc.stderr
     return count
 
