@@ -117,8 +117,8 @@ class AttentionLitModule(L.LightningModule):
                 self.log("val/in_context_score", self.in_context, on_epoch=True, add_dataloader_idx=False)
 
     def on_validation_epoch_start(self) -> None:
-        # Empty sums at every start, not only after the last end: a module handed to new processes can arrive with
-        # an earlier validation's sums (ddp_spawn pickles its states into shared memory, which the ranks then write).
+        # Empty sums at the start, not after the end: a module handed to new processes can arrive with an earlier
+        # validation's sums (ddp_spawn pickles its states into shared memory, which the ranks then write).
         # Lightning resets the metrics given to self.log; this one is logged as numbers.
         self.loss_by_index.reset()
 
@@ -127,7 +127,6 @@ class AttentionLitModule(L.LightningModule):
         for index, value in enumerate(self.loss_by_index.compute().tolist()):
             if not math.isnan(value):  # NaN: no target had this index
                 self.log(index_tag(index), value, add_dataloader_idx=False)
-        self.loss_by_index.reset()
 
     def log_attention_measures(self, inputs: Tensor, weights: list[Tensor]) -> None:
         """Entropy of every head and, for models whose queries are the input's positions, its head scores: on the

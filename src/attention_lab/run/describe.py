@@ -19,7 +19,7 @@ from typing import Any
 from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from attention_lab.config import TaskConfig
+from attention_lab.config import SCHEMA_SUFFIX, TaskConfig
 from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError, TrainingDiverged, TrainingInterrupted
 from attention_lab.run.overrides import override_key
@@ -102,7 +102,7 @@ def describe(error: BaseException, overrides: Sequence[str] = ()) -> str:
             return one_line(f"cannot write {where} ({cause.strerror or errno.errorcode.get(cause.errno, 'OSError')})")
     if isinstance(error, MissingConfigException) and error.missing_cfg_file:
         group, _, value = error.missing_cfg_file.rpartition("/")
-        options = [o for o in (error.options or []) if not o.endswith("_schema")]
+        options = [o for o in (error.options or []) if not o.endswith(SCHEMA_SUFFIX)]
         if group and options:  # the options of the group, as Hydra's config loader lists them
             return f"{group}={value} is unknown: choose one of {', '.join(options)}{did_you_mean(value, options, group + '=')}"
         return f"{error.missing_cfg_file} is unknown: no such config"
