@@ -155,6 +155,13 @@ def script_env() -> dict[str, str]:
     return env
 
 
+def start_train(*args: str) -> subprocess.Popen:
+    """scripts/train.py ``args`` in a process of its own (quiet console, output captured as text): for what only a
+    process shows, a signal it gets or a second process beside it."""
+    return subprocess.Popen([sys.executable, str(TRAIN), *args, *QUIET], cwd=ROOT, env=script_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def run_script(script: Path | str, *args: str, cwd: Path | None = None, timeout: float = 300,
                check: bool = False, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run a script of scripts/ in a subprocess (in ``env``, default :func:`script_env`); output captured as text."""
@@ -430,11 +437,9 @@ def interrupted_run(tmp_path_factory) -> Path:
     stderr) is in console.txt beside it. Treat it as read-only: tests copy it before changing anything."""
     def build(folder: Path) -> None:
         run_dir = folder / "run"
-        proc = subprocess.Popen(
-            [sys.executable, str(TRAIN), "max_steps=100000", "task.train_size=256", "task.val_size=64",
-             "trainer.val_check_interval=10", "~callbacks.attention_maps", "~callbacks.early_stopping",
-             "~callbacks.head_score_maps", "ablation=[]", *QUIET, f"hydra.run.dir={run_dir}"],
-            cwd=ROOT, env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = start_train("max_steps=100000", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10",
+                           "~callbacks.attention_maps", "~callbacks.early_stopping", "~callbacks.head_score_maps",
+                           "ablation=[]", f"hydra.run.dir={run_dir}")
         stdout, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint",
                                      signal.SIGTERM)
         assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,13 +14,12 @@ import torch
 
 from conftest import (
     QUIET,
-    ROOT,
     TRAIN,
     run_in_process,
     run_script,
     run_train,
-    script_env,
     signal_when,
+    start_train,
     wait_until,
 )
 from test_errors import assert_one_line_error
@@ -31,11 +28,6 @@ SMALL = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=
          "~callbacks.early_stopping"]
 # For runs whose tests look at no figure and no ablation: the final validation without them.
 NO_IMAGES = ["~callbacks.head_score_maps", "ablation=[]"]
-
-
-def start_train(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(TRAIN), *args, *QUIET], cwd=ROOT, env=script_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def record(run_dir: Path) -> dict[str, bytes]:

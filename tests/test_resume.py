@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import torch
 
-from conftest import CONFIG_DIR, QUIET, ROOT, TRAIN, run_train, run_train_process, script_env, signal_when
+from conftest import CONFIG_DIR, run_train, run_train_process, signal_when, start_train
 
 # Mid-epoch on purpose: 256 samples / 64 = 4 batches per epoch; checkpoints every 10 steps; dropout on, so
 # that the random state must be restored too.
@@ -20,11 +18,6 @@ CONFIG = ["max_steps=40", "task.train_size=256", "task.val_size=64", "trainer.va
           "model.dropout=0.1", "~callbacks.attention_maps"]
 # For a run whose test looks at no figure and no ablation: the final validation without them.
 NO_IMAGES = ["~callbacks.head_score_maps", "ablation=[]"]
-
-
-def start_train(run_dir: Path, *overrides: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(TRAIN), *overrides, *QUIET, f"hydra.run.dir={run_dir}"], cwd=ROOT,
-                            env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def tensorboard_steps(run_dir: Path, metric: str = "train/loss") -> list[list[int]]:
@@ -52,7 +45,7 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     # The uninterrupted run in-process (the same entry function; one torch thread, the `threads` default, as in the
     # processes); the interrupted one and its resume as a user runs them, in processes of their own.
     run_train(reference_dir, *CONFIG)
-    proc = start_train(run_dir, *CONFIG)
+    proc = start_train(*CONFIG, f"hydra.run.dir={run_dir}")
     # The first validation, at step 10, writes last.ckpt: training runs.
     stdout, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint",
                                  signal.SIGTERM)
@@ -85,7 +78,7 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
 
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     run_dir = tmp_path / "run"
-    proc = start_train(run_dir, "max_steps=1000", *CONFIG[1:])
+    proc = start_train("max_steps=1000", *CONFIG[1:], f"hydra.run.dir={run_dir}")
     _, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint",
                             signal.SIGINT)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
