@@ -11,6 +11,7 @@ decorated with ``@register("name")``, its literal class attributes, and those of
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
@@ -94,8 +95,11 @@ def top_level_block(text: str, start: int) -> str:
     return "".join(lines[:end])
 
 
+@functools.lru_cache(maxsize=256)
 def read_class(text: str, path: Path, class_name: str) -> ast.ClassDef:
-    """One class of a module, parsing only its own lines (the whole module if they do not parse alone)."""
+    """One class of a module, parsing only its own lines (the whole module if they do not parse alone). Memoized
+    by the source text itself: the config checks ask for the same few classes many times per start, and an edited
+    file is new text. The node is only read, never changed."""
     match = re.search(rf"^(?:@.*\n)*class {class_name}\b", text, re.MULTILINE)
     if match is not None:
         try:
@@ -107,12 +111,18 @@ def read_class(text: str, path: Path, class_name: str) -> ast.ClassDef:
     return next(n for n in ast.parse(text, str(path)).body if isinstance(n, ast.ClassDef) and n.name == class_name)
 
 
+@functools.lru_cache(maxsize=256)
+def declarations(text: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """A module's classes and its registrations ((name, class name)), by its source text (memoized as read_class)."""
+    return tuple(CLASS_LINE.findall(text)), tuple(REGISTERED.findall(text))
+
+
 def declared_variants(package_dir: Path = PACKAGE_DIR, only: str | None = None) -> dict[str, VariantFacts]:
     """Every registered variant of the package in ``package_dir``, by name; ``only``: just that one (if it exists).
     Only the registered classes and their bases are parsed: the config checks run on every start."""
     texts = {path: path.read_text(encoding="utf-8") for path in sorted(package_dir.glob("*.py"))}
-    where = {name: path for path, text in texts.items() for name in CLASS_LINE.findall(text)}
-    registered = [(name, class_name) for text in texts.values() for name, class_name in REGISTERED.findall(text)
+    where = {name: path for path, text in texts.items() for name in declarations(text)[0]}
+    registered = [(name, class_name) for text in texts.values() for name, class_name in declarations(text)[1]
                   if only is None or name == only]
     if only is not None and not registered:  # registered in some other spelling: read every class
         registered = [(only, class_name) for class_name in where]
