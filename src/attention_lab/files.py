@@ -12,6 +12,9 @@ from typing import Any
 
 import yaml
 
+# The safe loader with libyaml's parser where PyYAML was built with it, several times faster than the pure-Python
+# one; the same constructor, so the same plain data.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 RUN_INFO = "run_info.json"  # status, error, overrides, wall time of one run (or sweep job)
 METRICS = "metrics.json"  # final metrics only: byte-identical for the same config and seed on CPU
 SUMMARY = "sweep_summary.json"
@@ -31,9 +34,9 @@ SAVED_CONFIG = Path(".hydra") / "config.yaml"
 
 # The most bytes the lab reads of a record, by its name. Each is far above what the lab writes (a run's
 # overrides.yaml and run_info.json hold a few lines, a sweep's multirun.yaml one copy of the config) and far below
-# what takes minutes to read: YAML is parsed in Python, and every override in it is parsed and composed again, so
-# the time and memory of a resume grow with the file. JSON parses fast; metrics.json grows with the model's heads
-# and sweep_summary.json with the sweep's jobs, so the other records get more room.
+# what takes minutes to read: every override in it is parsed and composed again, so the time and memory of a
+# resume grow with the file. JSON parses fast; metrics.json grows with the model's heads and sweep_summary.json
+# with the sweep's jobs, so the other records get more room.
 RECORD_LIMITS = {SAVED_OVERRIDES.name: 64 << 10, MULTIRUN_RECORD: 1 << 20, SAVED_CONFIG.name: 1 << 20, RUN_INFO: 1 << 20}
 RESULTS_LIMIT = 64 << 20  # any other record: metrics.json, sweep_summary.json, sweep_folds.json, refused_jobs.json
 # Deeper than any record the lab writes (about 6 levels), and shallower than Python's recursion limit, which any
@@ -144,6 +147,14 @@ def read_yaml_record(path: Path) -> Any:
     """The YAML value in a record, as plain data (YAML's safe types only: nothing in it is resolved or built).
     Raises FileNotFoundError and UnreadableRecord as :func:`record_text`."""
     text = record_text(path)
+    try:
+        return check_shape(path, yaml.load(text, Loader=SAFE_LOADER))
+    except UnreadableRecord:
+        raise
+    except Exception:  # noqa: BLE001 - said below, as PyYAML's own parser finds it
+        pass
+    # libyaml's parser stops at its own depth and in its own words; the error of a bad record is the one the
+    # reference parser, pure Python, raises (a rare case: speed does not matter here).
     try:
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as err:

@@ -42,6 +42,7 @@ from attention_lab.data.corpus import DEFAULT_CORPUS
 from attention_lab.errors import ConfigError
 from attention_lab.files import (
     METRICS,
+    SAFE_LOADER,
     SAVED_CONFIG,
     SAVED_OVERRIDES,
     UnreadableRecord,
@@ -255,12 +256,10 @@ def targets(node: Any) -> Iterator[tuple[str, str]]:
 
 
 def allowed_targets(config_dir: Path) -> set[str]:
-    """The ``_target_`` values of the project's own config files, read as plain data (with libyaml's parser where
-    PyYAML has it: these are the project's files, not records)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    """The ``_target_`` values of the project's own config files, read as plain data."""
     found = set()
     for path in config_dir.rglob("*.yaml"):
-        found.update(target for target, _ in targets(yaml.load(path.read_text(encoding="utf-8"), Loader=loader)))
+        found.update(target for target, _ in targets(yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)))
     return found
 
 
