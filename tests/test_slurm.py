@@ -138,10 +138,13 @@ def cancel(ids: list[str]) -> None:
         subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
 
 
+FOLD_LINE = "folded: model=self heads=2 into job 0 (model=self heads=1): with model=self, nothing reads heads"
+
+
 @pytest.mark.timeout(300, func_only=True)  # not the wait for the cluster
-def test_a_sweep_runs_its_jobs_through_sbatch(tmp_path: Path):
+def test_a_folded_sweep_submits_each_distinct_job_once_through_sbatch(tmp_path: Path):
     sweep_dir = tmp_path / "sweep"
-    sweep = start_sweep(sweep_dir, *TINY, "model=self,multihead")
+    sweep = start_sweep(sweep_dir, *TINY, "model=self,multihead", "heads=1,2")
     try:
         # Queued or running, the sweep's job array shows in squeue under the job's name (`train`).
         def ours() -> set[str]:
@@ -150,13 +153,17 @@ def test_a_sweep_runs_its_jobs_through_sbatch(tmp_path: Path):
         queued = wait_for(ours, 60, "squeue shows no job of the sweep")
         output = finish(sweep)
         assert sweep.returncode == 0, output[-3000:]
+        assert FOLD_LINE in output
         ids = job_ids(sweep_dir)
-        assert len(ids) == 2 and {f"{i.split('_')[0]} train" for i in ids} <= queued, queued
+        assert len(ids) == 3 and {f"{i.split('_')[0]} train" for i in ids} <= queued, queued
         assert set(accounted_states(ids).values()) == {"COMPLETED"}
     finally:
         cancel(job_ids(sweep_dir))
     summary = read(sweep_dir / "sweep_summary.json")
-    assert (summary["total"], summary["counts"]) == (2, {"ok": 2})
+    assert (summary["total"], summary["counts"]) == (3, {"ok": 3})
+    shown = [{o for o in row["overrides"] if o.startswith(("model=", "heads="))} for row in summary["jobs"]]
+    assert shown == [{"model=self", "heads=1"}, {"model=multihead", "heads=1"}, {"model=multihead", "heads=2"}]
+    assert [fold["into"] for fold in summary["folded"]] == [0]
     for row in summary["jobs"]:
         job_dir = Path(row["output_dir"])
         assert row["status"] == "ok" and row["metrics"]["global_step"] == STEPS
@@ -249,24 +256,3 @@ def test_ddp_over_two_slurm_tasks_gives_the_metrics_of_one_process(tmp_path: Pat
     run_train(single, *TINY)
     assert sorted(read(job_dir / "metrics.json")) == sorted(read(single / "metrics.json"))
     assert read(job_dir / "metrics.json")["global_step"] == STEPS
-
-
-FOLD_LINE = "folded: model=self heads=2 into job 0 (model=self heads=1): with model=self, nothing reads heads"
-
-
-@pytest.mark.timeout(300, func_only=True)
-def test_a_folded_sweep_submits_each_distinct_job_once(tmp_path: Path):
-    sweep_dir = tmp_path / "sweep"
-    sweep = start_sweep(sweep_dir, *TINY, "model=self,multihead", "heads=1,2")
-    try:
-        output = finish(sweep)
-        assert sweep.returncode == 0, output[-3000:]
-        assert FOLD_LINE in output
-        assert len(job_ids(sweep_dir)) == 3
-    finally:
-        cancel(job_ids(sweep_dir))
-    summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
-    assert (summary["total"], summary["counts"]) == (3, {"ok": 3})
-    shown = [{o for o in row["overrides"] if o.startswith(("model=", "heads="))} for row in summary["jobs"]]
-    assert shown == [{"model=self", "heads=1"}, {"model=multihead", "heads=1"}, {"model=multihead", "heads=2"}]
-    assert [fold["into"] for fold in summary["folded"]] == [0]
