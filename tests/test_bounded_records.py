@@ -91,3 +91,13 @@ def test_a_broken_yaml_record_is_one_problem(tmp_path, text, problem):
     with pytest.raises(UnreadableRecord) as raised:
         read_yaml_record(path)
     assert raised.value.problem == problem
+
+
+def test_every_yaml_record_a_sweep_writes_reads_as_the_reference_parser_reads_it(finished_sweep):
+    """The reader parses with libyaml where PyYAML has it: the same data as PyYAML's own pure-Python parser."""
+    import yaml
+
+    records = sorted(finished_sweep.rglob("*.yaml"))
+    assert {path.name for path in records} >= {"multirun.yaml", "config.yaml", "hydra.yaml", "overrides.yaml"}
+    for path in records:
+        assert read_yaml_record(path) == yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader), path
