@@ -16,8 +16,8 @@ from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.data import TensorDataset
 
-from attention_lab.callbacks.attention_maps import AttentionMapLogger, HeatmapFigure
-from attention_lab.plotting import attention_figure, run_title
+from attention_lab.callbacks.attention_maps import AttentionMapLogger
+from attention_lab.plotting import HeatmapFigure, attention_figure, run_title
 
 PROBE = ["Life", "is", "short", "eat", "dessert", "first"]
 LAYOUTS = {

@@ -13,7 +13,7 @@ from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from attention_lab.attention.hooks import capture
-from attention_lab.callbacks.head_score_maps import HeadScoreMaps
+from attention_lab.callbacks.head_score_maps import HeadScoreMaps, score_image
 from attention_lab.head_metrics import score_grid
 from attention_lab.head_scores import (
     head_scores,
@@ -237,3 +237,18 @@ def test_the_config_checks_know_every_kind():
     from attention_lab.head_scores import DETECTORS
 
     assert HEAD_SCORE_KINDS == tuple(DETECTORS)
+
+
+def test_each_score_redrawn_in_the_shared_frame_is_the_image_of_a_figure_of_its_own():
+    """The head scores share one frame per grid shape (drawn once, redrawn per kind): each image is, pixel for
+    pixel, the one a new figure draws for it, also where a long run name makes the title set the width."""
+    rng = np.random.default_rng(0)
+    for run_name in ("a run", "model=multihead heads=4 d_model=64 lr=0.003 seed=12"):
+        callback = HeadScoreMaps(run_name=run_name)
+        for kind in ("self", "previous_token", "induction"):
+            grid = rng.random((2, 3)).tolist()
+            grid[1][2] = float("nan")  # a head without a score
+            for step in (7, 1234567890):
+                drawn = callback.image(grid, f"head_score/{kind}", step)
+                assert np.array_equal(drawn, score_image(grid, f"head_score/{kind}", step, run_name)), (kind, step)
+        assert len(callback.figures) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
@@ -113,3 +114,65 @@ def attention_figure(weights, query_words: Sequence[str], key_words: Sequence[st
     x0, y0, x1, y1 = math.floor(drawn.x0), math.floor(drawn.y0), math.ceil(drawn.x1), math.ceil(drawn.y1)
     place(margin - x0 + pad, margin - y0 + pad, x1 - x0 + 2 * pad, y1 - y0 + 2 * pad)
     return fig
+
+
+class HeatmapFigure:
+    """One ``attention_figure`` for a word layout, redrawn for every map.
+
+    Its frame (words, axis labels, colorbar) is drawn once and kept; each map redraws only what changes, in
+    the order a full draw uses: the cells, the spines over their edges, the weights and the title
+    (matplotlib's blitting). A full ``canvas.draw()`` would lay out the frame's text again for every map."""
+
+    def __init__(self, query_words: Sequence[str], key_words: Sequence[str], title: str,
+                 scale: ColourScale = UNIT_SCALE, *, xlabel: str = "key (attended to)", ylabel: str = "query") -> None:
+        self.scale = scale  # its colorbar is part of the kept frame: another scale is another figure
+        self.figure = attention_figure(np.zeros((len(query_words), len(key_words))), query_words, key_words, title,
+                                       xlabel=xlabel, ylabel=ylabel, scale=scale)
+        self.canvas = FigureCanvasAgg(self.figure)
+        ax = self.figure.axes[0]
+        self.image, self.title = ax.images[0], ax.title
+        self.labels = ax.collections[0] if ax.collections else None  # None: too many cells to annotate
+        self.label_paths: dict[str, Path] = {}  # "0.42" -> its outline: at most 101 of them
+        self.changing = sorted([self.image, *ax.spines.values(), *ax.collections, self.title],
+                               key=lambda artist: artist.get_zorder())
+        renderer = self.canvas.get_renderer()
+        self.title.set_visible(False)
+        # What the figure's width was trimmed to without the title: the map, its words and its colorbar
+        self.content = Bbox.union([ax.get_tightbbox(renderer), self.figure.axes[1].get_tightbbox(renderer)])
+        self.title.set_visible(True)
+        self.sized_by_content = self.within_content(title)
+        for artist in self.changing:
+            artist.set_animated(True)  # left out of canvas.draw(): the background has empty cells
+        self.canvas.draw()
+        self.background = self.canvas.copy_from_bbox(self.figure.bbox)
+
+    def fits(self, title: str) -> bool:
+        """Whether ``title`` fits the width this figure was laid out for (it becomes the title)."""
+        self.title.set_text(title)
+        box = self.title.get_window_extent(self.canvas.get_renderer())
+        return box.x0 >= 0 and box.x1 <= self.figure.bbox.width
+
+    def within_content(self, title: str) -> bool:
+        """Whether ``title`` spans no wider than the map, its words and its colorbar (it becomes the title). When
+        this figure's own first title did too, redrawing it for ``title`` gives, pixel for pixel, the image of
+        a new figure for it: the title set neither figure's width."""
+        self.title.set_text(title)
+        box = self.title.get_window_extent(self.canvas.get_renderer())
+        return self.content.x0 <= box.x0 and box.x1 <= self.content.x1
+
+    def render(self, weights: np.ndarray, title: str) -> np.ndarray:
+        """The heatmap of ``weights`` (T_q, T_k) as an (H, W, 3) uint8 image: a view of the canvas, valid
+        until the next render."""
+        self.image.set_data(weights)
+        if self.labels is not None:
+            texts, colors = zip(*(weight_label(float(w), self.scale) for w in np.ravel(weights)), strict=True)
+            for text in texts:
+                if text not in self.label_paths:
+                    self.label_paths[text] = label_path(text)
+            self.labels.set_paths([self.label_paths[text] for text in texts])
+            self.labels.set_facecolor(colors)
+        self.title.set_text(title)
+        self.canvas.restore_region(self.background)
+        for artist in self.changing:
+            self.figure.draw_artist(artist)
+        return np.asarray(self.canvas.buffer_rgba())[..., :3]

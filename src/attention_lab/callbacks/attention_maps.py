@@ -12,8 +12,6 @@ import lightning as L
 import numpy as np
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.path import Path
 from tensorboard.compat.proto import event_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from torch.utils.tensorboard.summary import image, text
@@ -21,61 +19,13 @@ from torch.utils.tensorboard.summary import image, text
 from attention_lab.callbacks.log_schedule import is_doubling
 from attention_lab.data.corpus import PAD_ID, UNK, tokenize
 from attention_lab.data.probe import probe_axes, with_first_token
-from attention_lab.plotting import attention_figure, label_path, run_title, weight_label
+from attention_lab.plotting import HeatmapFigure, run_title
 from attention_lab.review.colour_scale import UNIT_SCALE, ColourScale, colour_scale
 
 if TYPE_CHECKING:
     from attention_lab.lit_module import AttentionLitModule
 
 log = logging.getLogger(__name__)
-
-
-class HeatmapFigure:
-    """One ``attention_figure`` for a word layout, redrawn for every map.
-
-    Its frame (words, axis labels, colorbar) is drawn once and kept; each map redraws only what changes, in
-    the order a full draw uses: the cells, the spines over their edges, the weights and the title
-    (matplotlib's blitting). A full ``canvas.draw()`` would lay out the frame's text again for every map."""
-
-    def __init__(self, query_words: Sequence[str], key_words: Sequence[str], title: str,
-                 scale: ColourScale = UNIT_SCALE) -> None:
-        self.scale = scale  # its colorbar is part of the kept frame: another scale is another figure
-        self.figure = attention_figure(np.zeros((len(query_words), len(key_words))), query_words, key_words, title,
-                                       scale=scale)
-        self.canvas = FigureCanvasAgg(self.figure)
-        ax = self.figure.axes[0]
-        self.image, self.title = ax.images[0], ax.title
-        self.labels = ax.collections[0] if ax.collections else None  # None: too many cells to annotate
-        self.label_paths: dict[str, Path] = {}  # "0.42" -> its outline: at most 101 of them
-        self.changing = sorted([self.image, *ax.spines.values(), *ax.collections, self.title],
-                               key=lambda artist: artist.get_zorder())
-        for artist in self.changing:
-            artist.set_animated(True)  # left out of canvas.draw(): the background has empty cells
-        self.canvas.draw()
-        self.background = self.canvas.copy_from_bbox(self.figure.bbox)
-
-    def fits(self, title: str) -> bool:
-        """Whether ``title`` fits the width this figure was laid out for (it becomes the title)."""
-        self.title.set_text(title)
-        box = self.title.get_window_extent(self.canvas.get_renderer())
-        return box.x0 >= 0 and box.x1 <= self.figure.bbox.width
-
-    def render(self, weights: np.ndarray, title: str) -> np.ndarray:
-        """The heatmap of ``weights`` (T_q, T_k) as an (H, W, 3) uint8 image: a view of the canvas, valid
-        until the next render."""
-        self.image.set_data(weights)
-        if self.labels is not None:
-            texts, colors = zip(*(weight_label(float(w), self.scale) for w in np.ravel(weights)), strict=True)
-            for text in texts:
-                if text not in self.label_paths:
-                    self.label_paths[text] = label_path(text)
-            self.labels.set_paths([self.label_paths[text] for text in texts])
-            self.labels.set_facecolor(colors)
-        self.title.set_text(title)
-        self.canvas.restore_region(self.background)
-        for artist in self.changing:
-            self.figure.draw_artist(artist)
-        return np.asarray(self.canvas.buffer_rgba())[..., :3]
 
 
 class AttentionMapLogger(L.Callback):

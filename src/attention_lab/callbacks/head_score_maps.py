@@ -14,17 +14,24 @@ from lightning.pytorch.utilities import rank_zero_only
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from attention_lab.head_metrics import ENTROPY, FAMILIES, grid
-from attention_lab.plotting import attention_figure, run_title
+from attention_lab.plotting import HeatmapFigure, attention_figure, run_title
 
 DRAWN = tuple(family for family in FAMILIES if family != ENTROPY)
 
 
+def grid_axes(grid: list[list[float]]) -> tuple[list[str], list[str]]:
+    """The words on a layers x heads grid's axes: layers down, heads across."""
+    return [f"layer {layer}" for layer in range(len(grid))], [f"head {h}" for h in range(len(grid[0]))]
+
+
+def grid_title(kind: str, step: int, run_name: str = "") -> str:
+    name = kind.removeprefix("head_score/")
+    return run_title(run_name, f"{name}{'' if '/' in name else ' score'} · step {step}")
+
+
 def score_image(grid: list[list[float]], kind: str, step: int, run_name: str = "") -> np.ndarray:
     """The heatmap of a layers x heads grid as an (H, W, 3) uint8 image: heads across, layers down."""
-    name = kind.removeprefix("head_score/")
-    figure = attention_figure(np.asarray(grid), [f"layer {layer}" for layer in range(len(grid))],
-                              [f"head {h}" for h in range(len(grid[0]))],
-                              run_title(run_name, f"{name}{'' if '/' in name else ' score'} · step {step}"),
+    figure = attention_figure(np.asarray(grid), *grid_axes(grid), grid_title(kind, step, run_name),
                               xlabel="head", ylabel="layer")
     if not kind.startswith("head_score/"):  # a loss increase, a drop or a restored fraction may pass 1 or 0
         values = [v for row in grid for v in row if not math.isnan(v)]
@@ -48,6 +55,21 @@ class HeadScoreMaps(L.Callback):
         # The final validation repeats the last step's: each family is drawn once a step (the ablations, measured
         # only in the final validation by default, are new there).
         self.drawn_at: dict[str, int] = {}
+        # The head scores share one colour scale (0 to 1) and, for a grid shape, one frame: a figure drawn once and
+        # redrawn for each score (HeatmapFigure), in a fraction of a new figure's time.
+        self.figures: dict[tuple[int, int], HeatmapFigure] = {}
+
+    def image(self, grid: list[list[float]], family: str, step: int) -> np.ndarray:
+        """The family's heatmap: the image :func:`score_image` draws."""
+        title, shape = grid_title(family, step, self.run_name), (len(grid), len(grid[0]))
+        figure = self.figures.get(shape)
+        if figure is None and family.startswith("head_score/"):
+            figure = self.figures[shape] = HeatmapFigure(*grid_axes(grid), title, xlabel="head", ylabel="layer")
+        # Another colour scale (an ablation's or the patching's, from its own values), or a title that sets the
+        # width (a long run name): a figure of its own
+        if not family.startswith("head_score/") or not (figure.sized_by_content and figure.within_content(title)):
+            return score_image(grid, family, step, self.run_name)
+        return figure.render(np.asarray(grid, dtype=float), title)
 
     @rank_zero_only
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -64,4 +86,4 @@ class HeadScoreMaps(L.Callback):
             cells = grid(metrics, family)
             if cells is not None and self.drawn_at.get(family) != step:
                 self.drawn_at[family] = step
-                writer.add_image(family, score_image(cells, family, step, self.run_name), step, dataformats="HWC")
+                writer.add_image(family, self.image(cells, family, step), step, dataformats="HWC")
