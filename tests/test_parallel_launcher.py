@@ -61,7 +61,8 @@ def kill_when_running(job_dir: Path, killed: list[int], timeout: float = 240) ->
 
 @pytest.mark.timeout(300)  # were job 1 never killed, it would train on
 def test_a_killed_job_fails_alone(tmp_path):
-    """The sweep runs in this process (the kill is its job's, not its own); the killer waits in a thread."""
+    """The sweep runs in this process (the kill is its job's, not its own); the killer waits in a thread. Its two
+    jobs run side by side, each in a process of its own."""
     sweep_dir = tmp_path / "sweep"
     killed: list[int] = []
     killer = threading.Thread(target=kill_when_running, args=(sweep_dir / "1", killed), daemon=True)
@@ -69,7 +70,11 @@ def test_a_killed_job_fails_alone(tmp_path):
     proc = run_train(sweep_dir, "max_steps=60,100000", *SMALL, multirun=True, check=False)
     killer.join()
     stderr = proc.stderr
-    assert killed and killed[0] != os.getpid(), "each job runs in a process of its own"
+    assert killed and killed[0] not in (os.getpid(), info(sweep_dir / "0")["pid"]), "a process of its own each"
+    assert "2 at a time, each in its own process" in proc.stdout + stderr
+    # Side by side: job 1 started (its .hydra/config.yaml) before job 0 finished (its metrics.json).
+    started, finished = sweep_dir / "1" / ".hydra" / "config.yaml", sweep_dir / "0" / "metrics.json"
+    assert started.stat().st_mtime < finished.stat().st_mtime
     assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
     errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 2 and "job 1" in errors[0] and "killed by SIGKILL" in errors[0], stderr[-3000:]

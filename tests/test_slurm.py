@@ -35,9 +35,10 @@ LAUNCHER = "hydra/launcher=slurm_local"
 STEPS = 10
 NO_IMAGES = ["~callbacks.attention_maps", "~callbacks.head_score_maps", "ablation=[]"]
 TINY = ["model=self", f"max_steps={STEPS}", "task.train_size=64", "task.val_size=32", *NO_IMAGES]
-# Trains until a signal stops it: no early stopping, more steps than any test waits for.
+# Trains until a signal stops it: no early stopping, more steps than any test waits for; its first checkpoint (a
+# validation writes last.ckpt) after 10 steps.
 ENDLESS = ["model=self", "max_steps=1000000", "task.train_size=256", "task.val_size=32", *NO_IMAGES,
-           "~callbacks.early_stopping"]
+           "~callbacks.early_stopping", "trainer.val_check_interval=10"]
 CLUSTER_WAIT_S = 1800  # another suite's SLURM tests take a few minutes
 SWEEP_TIMEOUT = 180  # seconds; submitit notices a job that ended without a result within half the job's age
 

@@ -15,6 +15,7 @@ import yaml
 # The safe loader with libyaml's parser where PyYAML was built with it, several times faster than the pure-Python
 # one; the same constructor, so the same plain data.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 RUN_INFO = "run_info.json"  # status, error, overrides, wall time of one run (or sweep job)
 METRICS = "metrics.json"  # final metrics only: byte-identical for the same config and seed on CPU
 SUMMARY = "sweep_summary.json"
