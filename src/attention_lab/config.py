@@ -281,4 +281,4 @@ def register_configs() -> None:
         train.model[key] = interpolation  # an interpolation may stand in for any typed value
     # task.options.<name>=v without a `+`: the task's class, not this schema, knows its options (checks.py).
     OmegaConf.set_struct(train.task.options, False)
-    cs.store(name=f"train{SCHEMA_SUFFIX}", node=train)  # last: the check above finds it once all is stored
+    cs.store(name=f"train{SCHEMA_SUFFIX}", node=train)  # last: the check above finds it once the resolvers are too

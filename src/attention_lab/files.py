@@ -149,15 +149,17 @@ def read_yaml_record(path: Path) -> Any:
     Raises FileNotFoundError and UnreadableRecord as :func:`record_text`."""
     text = record_text(path)
     try:
-        return check_shape(path, yaml.load(text, Loader=SAFE_LOADER))
-    except UnreadableRecord:
-        raise
-    except Exception:  # noqa: BLE001 - said below, as PyYAML's own parser finds it
-        pass
-    # libyaml's parser stops at its own depth and in its own words; the error of a bad record is the one the
-    # reference parser, pure Python, raises (a rare case: speed does not matter here).
+        data = yaml.load(text, Loader=SAFE_LOADER)
+    except Exception:  # noqa: BLE001 - a bad record: the reference parser says what is wrong with it
+        data = parsed_by_reference(path, text)
+    return check_shape(path, data)
+
+
+def parsed_by_reference(path: Path, text: str) -> Any:
+    """``text`` parsed by PyYAML's pure-Python parser, whose errors the messages name (libyaml's parser stops at a
+    depth of its own, in its own words). Raises UnreadableRecord for what it refuses."""
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         where = "" if mark is None else f" (line {mark.line + 1}, column {mark.column + 1})"
@@ -168,7 +170,6 @@ def read_yaml_record(path: Path) -> Any:
         raise UnreadableRecord(path, f"nested deeper than {MAX_RECORD_DEPTH} levels") from None
     except Exception as err:  # noqa: BLE001 - a tagged scalar that its type's converter refuses (!!float x)
         raise UnreadableRecord(path, f"not valid YAML (a value its tag's type refuses: {type(err).__name__})") from None
-    return check_shape(path, data)
 
 
 def recorded_overrides(record: Any, part: str) -> Any:

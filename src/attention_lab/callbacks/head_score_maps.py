@@ -61,13 +61,13 @@ class HeadScoreMaps(L.Callback):
 
     def image(self, grid: list[list[float]], family: str, step: int) -> np.ndarray:
         """The family's heatmap: the image :func:`score_image` draws."""
+        if not family.startswith("head_score/"):  # an ablation's or the patching's colours follow its own values
+            return score_image(grid, family, step, self.run_name)
         title, shape = grid_title(family, step, self.run_name), (len(grid), len(grid[0]))
-        figure = self.figures.get(shape)
-        if figure is None and family.startswith("head_score/"):
-            figure = self.figures[shape] = HeatmapFigure(*grid_axes(grid), title, xlabel="head", ylabel="layer")
-        # Another colour scale (an ablation's or the patching's, from its own values), or a title that sets the
-        # width (a long run name): a figure of its own
-        if not family.startswith("head_score/") or not (figure.sized_by_content and figure.within_content(title)):
+        if shape not in self.figures:
+            self.figures[shape] = HeatmapFigure(*grid_axes(grid), title, xlabel="head", ylabel="layer")
+        figure = self.figures[shape]
+        if not (figure.sized_by_content and figure.within_content(title)):  # a long run name's title sets the width
             return score_image(grid, family, step, self.run_name)
         return figure.render(np.asarray(grid, dtype=float), title)
 
