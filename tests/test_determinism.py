@@ -7,12 +7,10 @@ docs/experiments.md says what carries over.)"""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import torch
 
-from conftest import QUIET, ROOT, TRAIN, run_train, script_env
+from conftest import run_train, start_train
 
 # Dropout on: the random state matters too.
 CONFIG = ["max_steps=12", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=5",
@@ -53,9 +51,7 @@ def assert_identical_runs(run_dirs: list) -> None:
 def test_same_config_same_metrics_in_separate_dirs(tmp_path):
     # Two processes started at once, with the default run dir pattern (microseconds) under tmp_path.
     pattern = f"hydra.run.dir={tmp_path}/${{now:%H-%M-%S-%f}}"
-    procs = [subprocess.Popen([sys.executable, str(TRAIN), *CONFIG, "threads=1", *QUIET, pattern], cwd=ROOT,
-                              env=script_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [start_train(*CONFIG, "threads=1", pattern) for _ in range(2)]
     for proc in procs:
         _, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 0, stderr[-3000:]

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import QUIET, ROOT, TRAIN, run_script, run_train, script_env, wait_until
+from conftest import TRAIN, run_script, run_train, start_train, wait_until
 
 # Tiny runs; a checkpoint every 10 steps. Job 1 trains until it is stopped.
 SMALL = ["task.train_size=256", "task.val_size=32", "trainer.val_check_interval=10", "~callbacks.attention_maps",
@@ -27,9 +26,7 @@ SMALL = ["task.train_size=256", "task.val_size=32", "trainer.val_check_interval=
 
 
 def start_sweep(sweep_dir: Path, *overrides: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(TRAIN), "-m", *overrides, *SMALL, *QUIET,
-                             f"hydra.sweep.dir={sweep_dir}"], cwd=ROOT, env=script_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_train("-m", *overrides, *SMALL, f"hydra.sweep.dir={sweep_dir}")
 
 
 def info(job_dir: Path) -> dict:

@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,8 @@ from conftest import (
     run_in_process,
     run_train,
     run_train_following_exec,
-    script_env,
     signal_when,
+    start_train,
 )
 from test_errors import assert_one_line_error
 
@@ -59,9 +58,7 @@ def refused_resume(monkeypatch, sweep_dir: Path, *added: str) -> subprocess.Comp
 
 def interrupted_sweep(sweep_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
     """A basic sweep stopped by SIGTERM once job 2 has its first checkpoint."""
-    proc = subprocess.Popen([sys.executable, str(TRAIN), "-m", *overrides, *SMALL, *QUIET,
-                             f"hydra.sweep.dir={sweep_dir}"], cwd=ROOT, env=script_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_train("-m", *overrides, *SMALL, f"hydra.sweep.dir={sweep_dir}")
     stdout, stderr = signal_when(proc, lambda: (sweep_dir / "2" / "checkpoints" / "last.ckpt").exists(),
                                  "job 2's first checkpoint", signal.SIGTERM)
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
