@@ -53,9 +53,11 @@ def reference_mamba2(m, x, padding):
             for i in range(t):
                 state = torch.exp(step[n, i, h] * a[h]) * state + step[n, i, h] * torch.outer(bb[n, i, h], xx[n, i, h])
                 y[n, i, h] = state.T @ c[n, i, h]
-                for j in range(i + 1):  # M[i, j] = (C_i·B_j) Δ_j Π_{k=j+1..i} exp(Δ_k A)
-                    decay = torch.exp(a[h] * step[n, j + 1 : i + 1, h].sum())
-                    weights[n, h, i, j] = decay * (c[n, i, h] @ bb[n, j, h]) * step[n, j, h]
+                # Row i, every j <= i at once: M[i, j] = (C_i·B_j) Δ_j Π_{k=j+1..i} exp(Δ_k A), the product's
+                # exponent the sum of the steps after j up to i (the steps from j on, less Δ_j)
+                steps = step[n, : i + 1, h]  # (i + 1,)
+                after = steps.flip(0).cumsum(0).flip(0) - steps
+                weights[n, h, i, : i + 1] = torch.exp(a[h] * after) * (bb[n, : i + 1, h] @ c[n, i, h]) * steps
     return m.out_proj(y.reshape(b, t, d)), weights
 
 

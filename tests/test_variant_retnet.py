@@ -41,9 +41,10 @@ def reference_retnet(m, x, padding):
                     state = gamma * state + torch.outer(k[n, i, h], v[n, i, h])
                 out = q[n, i, h] @ state
                 y[n, i, h] = (out - out.mean()) / torch.sqrt(out.var(unbiased=False) + 1e-6)  # GroupNorm, no affine
-                for j in range(i + 1):  # γ to the number of visible steps from j to i
-                    if visible[n, j]:
-                        weights[n, h, i, j] = gamma ** int(visible[n, j + 1 : i + 1].sum()) * (q[n, i, h] @ k[n, j, h])
+                # Row i, every visible j <= i at once: γ to the number of visible steps after j up to i
+                seen = visible[n, : i + 1].to(x.dtype)  # (i + 1,)
+                after = seen.flip(0).cumsum(0).flip(0) - seen
+                weights[n, h, i, : i + 1] = gamma**after * (k[n, : i + 1, h] @ q[n, i, h]) * seen
     return m.out_proj(y.reshape(b, t, d)), weights
 
 
