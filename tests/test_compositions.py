@@ -100,6 +100,21 @@ def test_a_resume_composes_its_record_once(tmp_path, reference_app, opens_and_st
     assert opens == hydra_alone + 3 + 1
 
 
+def test_a_sweep_composes_as_often_as_hydra_alone(tmp_path, reference_app, opens_and_stderr):
+    """Hydra's basic sweeper composes each job once before the first starts (to validate the batch), and the
+    launcher composes it again to run it. The lab's product sweeper composes each combination once before the first
+    job starts too, for the checks and for its plan both (the preflight leaves a product sweep to it)."""
+    app, entry = reference_app
+    sweep = ["-m", "heads=1,2", *TINY_RUN]
+    lab, stderr = opens_and_stderr(CONFIG_DIR / "train.yaml", TRAIN, *sweep, f"hydra.sweep.dir={tmp_path / 'lab'}")
+    summary = json.loads((tmp_path / "lab" / "sweep_summary.json").read_text())
+    assert [job["status"] for job in summary["jobs"]] == ["ok", "ok"], stderr[-3000:]
+    hydra_alone, _ = opens_and_stderr(entry, app, *sweep, "hydra/sweeper=basic",
+                                      f"hydra.sweep.dir={tmp_path / 'reference'}")
+    assert hydra_alone > 0
+    assert lab == hydra_alone
+
+
 def argv_writes(path: Path) -> list[int]:
     """Lines of ``path`` that assign to sys.argv or to a part of it."""
     def is_argv(node: ast.AST) -> bool:

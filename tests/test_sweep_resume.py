@@ -177,7 +177,7 @@ def test_a_resumed_optuna_sweep_is_checked_before_its_jobs():
     from attention_lab.run.overrides import hydra_compose_api
     from attention_lab.run.preflight import PreflightChecks
 
-    overrides = ["hydra.mode=MULTIRUN", "hydra.sweep.subdir='${lab.job_subdir:${hydra.job.num},2}'", "heads=5"]
+    overrides = ["hparams_search=optuna", "hydra.sweep.subdir='${lab.job_subdir:${hydra.job.num},2}'", "heads=5"]
     with hydra_compose_api(CONFIG_DIR):
         cfg = compose("train", overrides=overrides, return_hydra_config=True)
         with pytest.raises(SystemExit) as refused:

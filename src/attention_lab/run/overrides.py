@@ -40,6 +40,16 @@ def resume_value(argv: Sequence[str]) -> str | None:
     return values[-1] if values else None
 
 
+# The sweepers whose jobs are the product of the sweep's values, by their option name in hydra/sweeper: the lab's
+# (src/hydra_plugins/attention_lab_sweeper, the default) and Hydra's own.
+PRODUCT_SWEEPER, BASIC_SWEEPER = "product", "basic"
+
+
+def sweeper_of(cfg: DictConfig) -> str | None:
+    """The hydra/sweeper option a sweep's config chose (``product``, ``basic``, ``optuna``)."""
+    return OmegaConf.select(cfg, "hydra.runtime.choices.hydra/sweeper")
+
+
 def is_sweep_dir(value: Any) -> bool:
     """Whether a ``resume=`` value names a sweep dir (one with Hydra's record of a sweep) rather than a run dir."""
     return bool(value) and (Path(str(value)).expanduser() / MULTIRUN_RECORD).is_file()

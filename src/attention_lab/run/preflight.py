@@ -10,7 +10,10 @@ anything. A bad setting ends the command with one ``error: ...`` line.
   rules (:func:`attention_lab.checks.validate`), and one bad job refuses the sweep in a line that names it. A
   search (Optuna) picks its trials as it goes: each choice and each bound of its search space is checked once, in
   a trial it could ask for. A sweep whose jobs share a dir is refused (:mod:`.sweep_jobs`); combinations that
-  would train the same run are folded into one job (with Hydra's basic sweeper: refused).
+  would train the same run are folded into one job (with Hydra's basic sweeper: refused). The lab's product
+  sweeper checks its own jobs (:func:`check_product_sweep`), in the compositions it makes for its plan, and then
+  claims the sweep dir: each job is composed once before the sweep starts, not once for the checks and again for
+  the plan.
 - What reads files or asks the machine (the corpus and task data, the device, the attention class's own option
   values) is checked in each job's task function, on the machine and at the time the job runs (a SLURM node, a
   corpus written meanwhile): such a failure fails only its own job, which the sweep summary records.
@@ -43,7 +46,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
@@ -53,10 +56,13 @@ from attention_lab.config import ModelConfig, TaskConfig
 from attention_lab.errors import ConfigError
 from attention_lab.run.cli import full_error_requested
 from attention_lab.run.describe import describe
-from attention_lab.run.overrides import is_sweep_dir, override_key, overrides_as_typed
+from attention_lab.run.overrides import PRODUCT_SWEEPER, is_sweep_dir, override_key, overrides_as_typed, sweeper_of
 
 if TYPE_CHECKING:
     from attention_lab.run.resume import ResumePlan
+    from attention_lab.run.sweep_jobs import SweepPlan
+
+T = TypeVar("T")
 
 
 def accelerator_of(cfg: DictConfig) -> str:
@@ -151,6 +157,17 @@ def check_sweep(cfg: DictConfig, config_name: str) -> None:
     sweep_job_configs(command_overrides(cfg), config_name, check_sweep_job, validate, sweep_config=cfg)
 
 
+def check_product_sweep(cfg: DictConfig, jobs: list[list[str]],
+                        composed: Callable[[Sequence[str]], DictConfig]) -> SweepPlan:
+    """The product sweeper's plan for its combinations ``jobs``, each composed once by ``composed`` (as the
+    launcher composes a job) and checked as :func:`check_sweep` checks a job; raises what is wrong with any job.
+    ``cfg`` is the sweep's config."""
+    from attention_lab.run.sweep_jobs import checked_product
+
+    raw_subdir = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"]
+    return checked_product(jobs, composed, check_sweep_job, validate, raw_subdir)[0]
+
+
 def check_launch(cfg: DictConfig) -> None:
     """The launcher's and the sweeper's own numbers, which their schemas type but do not bound."""
     n_jobs = OmegaConf.select(cfg, "hydra.launcher.n_jobs")
@@ -171,11 +188,12 @@ def check_sweep_job(cfg: DictConfig) -> None:
                           "(a sweep job too: resume=<sweep dir>/<job number>)")
 
 
-def refuse(check: Callable[[], None], overrides: Sequence[str]) -> None:
-    """Runs ``check``; what it raises ends the command with one line (HYDRA_FULL_ERROR=1: the traceback).
-    SystemExit, because Hydra turns an Exception in a callback into a warning and goes on."""
+def refuse(check: Callable[[], T], overrides: Sequence[str]) -> T:
+    """Runs ``check`` and returns what it returns; what it raises ends the command with one line
+    (HYDRA_FULL_ERROR=1: the traceback). SystemExit, because Hydra turns an Exception in a callback into a warning
+    and goes on."""
     try:
-        check()
+        return check()
     except Exception as err:
         if full_error_requested():
             traceback.print_exception(err)
@@ -190,6 +208,8 @@ class PreflightChecks(Callback):
         refuse(lambda: check_single_run(config), command_overrides(config))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if sweeper_of(config) == PRODUCT_SWEEPER:
+            return  # it checks its jobs in the compositions of its plan (check_product_sweep), then claims its dir
         refuse(lambda: check_sweep(config, str(config.hydra.job.config_name)), command_overrides(config))
 
 

@@ -47,6 +47,7 @@ from attention_lab.files import (
     write_json,
     write_text,
 )
+from attention_lab.run.overrides import PRODUCT_SWEEPER, sweeper_of
 
 
 class MalformedRunInfo(ConfigError):
@@ -334,9 +335,34 @@ def selected_dir(config: DictConfig, key: str) -> Path | None:
     return Path(os.path.abspath(str(value))) if value else None
 
 
+def claim_new_sweep(config: DictConfig) -> None:
+    """A new sweep claims its dir (``config``: the sweep's); ``resume=<sweep dir>`` launches the sweep again into
+    its own dir. A dir that holds a run or a sweep ends the command in one line."""
+    sweep_dir = selected_dir(config, "hydra.sweep.dir")
+    if sweep_dir is None or secondary_process():
+        return
+    resume = selected_dir(config, "resume")
+    if resume is not None:
+        if resume != sweep_dir:  # the command line of a resumed sweep sets both (attention_lab.run.sweep_resume)
+            sys.exit(f"error: resume={resume} is invalid with -m: resume a whole sweep as resume=<sweep dir>, "
+                     "without -m, or one job as resume=<sweep dir>/<job number>")
+        return
+    try:
+        claim_sweep_dir(sweep_dir)
+    except ConfigError as err:
+        sys.exit(f"error: {err}")  # SystemExit: Hydra would turn an Exception in a callback into a warning
+    # Hydra's record of the sweep's command line, which resume=<sweep dir> reads. BasicSweeper writes the same
+    # file itself; other sweepers (Optuna) do not.
+    save_yaml(config, sweep_dir / MULTIRUN_RECORD)
+    if sweeper_of(config) == "optuna":
+        stamp_study(sweep_dir, config.hydra.sweeper)  # the study is this sweep's: a resume checks it
+
+
 class RunDirGuard(Callback):
     """Claims the run dir (or the sweep dir) before Hydra creates it: a dir that holds a run or a sweep is
-    never reused. A resumed run's dir is not claimed: the task function locks it."""
+    never reused. A resumed run's dir is not claimed: the task function locks it. The lab's product sweeper
+    claims its sweep dir itself (:func:`claim_new_sweep`), once its jobs pass their checks
+    (src/hydra_plugins/attention_lab_sweeper)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         run_dir = selected_dir(config, "hydra.run.dir")
@@ -348,22 +374,5 @@ class RunDirGuard(Callback):
             sys.exit(f"error: {err}")  # SystemExit: Hydra would turn an Exception in a callback into a warning
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A new sweep claims its dir; ``resume=<sweep dir>`` launches the sweep again into its own dir."""
-        sweep_dir = selected_dir(config, "hydra.sweep.dir")
-        if sweep_dir is None or secondary_process():
-            return
-        resume = selected_dir(config, "resume")
-        if resume is not None:
-            if resume != sweep_dir:  # the command line of a resumed sweep sets both (attention_lab.run.sweep_resume)
-                sys.exit(f"error: resume={resume} is invalid with -m: resume a whole sweep as resume=<sweep dir>, "
-                         "without -m, or one job as resume=<sweep dir>/<job number>")
-            return
-        try:
-            claim_sweep_dir(sweep_dir)
-        except ConfigError as err:
-            sys.exit(f"error: {err}")
-        # Hydra's record of the sweep's command line, which resume=<sweep dir> reads. BasicSweeper writes the same
-        # file itself; other sweepers (Optuna) do not.
-        save_yaml(config, sweep_dir / MULTIRUN_RECORD)
-        if OmegaConf.select(config, "hydra.runtime.choices.hydra/sweeper") == "optuna":
-            stamp_study(sweep_dir, config.hydra.sweeper)  # the study is this sweep's: a resume checks it
+        if sweeper_of(config) != PRODUCT_SWEEPER:
+            claim_new_sweep(config)

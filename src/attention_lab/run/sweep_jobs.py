@@ -28,10 +28,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from attention_lab.config import FROM_KNOBS
 from attention_lab.errors import ConfigError
 from attention_lab.files import MULTIRUN_RECORD, UnreadableRecord, read_yaml_record, recorded_overrides
-from attention_lab.run.overrides import override_key
+from attention_lab.run.overrides import BASIC_SWEEPER, PRODUCT_SWEEPER, override_key, sweeper_of
 
-# The sweepers whose jobs are the product of the sweep's values, by their option name in hydra/sweeper.
-PRODUCT_SWEEPER, BASIC_SWEEPER = "product", "basic"
 JOB_DIR_PLACEHOLDER = "<job dir>"  # the job's own dir is no part of what it trains
 REFERENCE = re.compile(r"\$\{(\w+)")  # `${heads}` -> heads
 # The top-level knobs that only set the model's fields: the code reads cfg.model, never them.
@@ -238,6 +236,23 @@ def check_each(check: Callable[[DictConfig], None], configs: Sequence[DictConfig
             raise ConfigError(f"{err} (in {job}; no job of the sweep has started)") from err
 
 
+def checked_product(jobs: list[list[str]], composed: Callable[[Sequence[str]], DictConfig],
+                    check_job: Callable[[DictConfig], None], check_launched: Callable[[DictConfig], None],
+                    raw_subdir: Any) -> tuple[SweepPlan, list[DictConfig]]:
+    """A product sweep's combinations ``jobs``, each composed once by ``composed`` and passed to ``check_job``;
+    those that train the same run folded (:func:`fold_jobs`); the jobs left in dirs of their own, each passed to
+    ``check_launched``. Returns the plan and the launched jobs' configs; raises ConfigError."""
+    configs = [composed(job) for job in jobs]
+    for cfg in configs:
+        check_job(cfg)
+    plan = fold_jobs(jobs, [what_it_trains(cfg) for cfg in configs])
+    launched = [configs[position] for position in plan.kept]
+    reject_shared_dirs([job_subdir(cfg.copy(), num) for num, cfg in enumerate(launched)], raw_subdir)
+    check_each(check_launched, launched, [f"job {num} of {len(launched)}: {shown}"
+                                          for num, shown in enumerate(shown_jobs(plan.jobs))])
+    return plan, launched
+
+
 def sweep_job_configs(overrides: Sequence[str], config_name: str, check_job: Callable[[DictConfig], None],
                       check_launched: Callable[[DictConfig], None] | None = None,
                       sweep_config: DictConfig | None = None) -> list[DictConfig]:
@@ -256,7 +271,7 @@ def sweep_job_configs(overrides: Sequence[str], config_name: str, check_job: Cal
     typed = sweep_variants(overrides)
     base = sweep_config if sweep_config is not None else composed(typed[0])
     raw_subdir = OmegaConf.to_container(base.hydra.sweep, resolve=False)["subdir"]
-    sweeper = OmegaConf.select(base, "hydra.runtime.choices.hydra/sweeper")
+    sweeper = sweeper_of(base)
     arguments = sweep_arguments(base, overrides)
     if sweeper not in (PRODUCT_SWEEPER, BASIC_SWEEPER):
         variants = sweep_variants(arguments)
@@ -269,18 +284,13 @@ def sweep_job_configs(overrides: Sequence[str], config_name: str, check_job: Cal
         reject_shared_dirs([job_subdir(base.copy(), num) for num in range(max(trials, 2))], raw_subdir)
         return configs
     jobs = planned_jobs(arguments)
+    if sweeper == PRODUCT_SWEEPER:
+        return checked_product(jobs, composed, check_job, check_launched, raw_subdir)[1]
     configs = [composed(job) for job in jobs]
     for cfg in configs:
         check_job(cfg)
-    fingerprints = [what_it_trains(cfg) for cfg in configs]
-    if sweeper == BASIC_SWEEPER:
-        reject_shared_dirs([job_subdir(cfg.copy(), num) for num, cfg in enumerate(configs)], raw_subdir)
-        reject_duplicates(jobs, fingerprints, arguments)
-        launched, launched_jobs = configs, jobs
-    else:
-        plan = fold_jobs(jobs, fingerprints)
-        launched, launched_jobs = [configs[position] for position in plan.kept], plan.jobs
-        reject_shared_dirs([job_subdir(cfg.copy(), num) for num, cfg in enumerate(launched)], raw_subdir)
-    check_each(check_launched, launched, [f"job {num} of {len(launched)}: {shown}"
-                                          for num, shown in enumerate(shown_jobs(launched_jobs))])
-    return launched
+    reject_shared_dirs([job_subdir(cfg.copy(), num) for num, cfg in enumerate(configs)], raw_subdir)
+    reject_duplicates(jobs, [what_it_trains(cfg) for cfg in configs], arguments)
+    check_each(check_launched, configs, [f"job {num} of {len(configs)}: {shown}"
+                                         for num, shown in enumerate(shown_jobs(jobs))])
+    return configs

@@ -1,11 +1,12 @@
 """The product of a sweep's values, each distinct run once (``hydra/sweeper=product``, the lab's default).
 
 ``-m model=self,multihead heads=1,2`` is four combinations but three runs: ``self`` has one head whatever
-``heads`` says. Hydra's basic sweeper would train ``self`` twice; this sweeper composes every combination, folds
-those that would train the same run into the first of them (:func:`attention_lab.run.sweep_jobs.fold_jobs`),
-says so before the first job (one ``folded: ...`` line each), records the folds in
-``<sweep dir>/sweep_folds.json`` (the sweep summary and compare.py show them) and hands only the distinct jobs to
-the launcher, numbered from 0. Any launcher works (basic, parallel, SLURM), and a resume of the sweep plans the
+``heads`` says. Hydra's basic sweeper would train ``self`` twice. This sweeper composes every combination once
+and checks it, as every job of a sweep is checked before any dir exists (the preflight callback leaves a product
+sweep to it: ``check_product_sweep`` in attention_lab.run.preflight). It folds those that would train the same run
+into the first of them (:func:`attention_lab.run.sweep_jobs.fold_jobs`), claims the sweep dir, says so before the
+first job (one ``folded: ...`` line each), records the folds in ``<sweep dir>/sweep_folds.json`` (the sweep
+summary and compare.py show them) and hands only the distinct jobs to the launcher, numbered from 0. Any launcher works (basic, parallel, SLURM), and a resume of the sweep plans the
 same jobs under the same numbers. Otherwise it behaves as the basic sweeper: ``params``, ``max_batch_size``,
 ``<sweep dir>/multirun.yaml``.
 """
@@ -55,12 +56,16 @@ class ProductSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
         from attention_lab.files import FOLDS, MULTIRUN_RECORD, write_json
-        from attention_lab.run.sweep_jobs import fold_jobs, params_arguments, planned_jobs, what_it_trains
+        from attention_lab.run.preflight import check_product_sweep, command_overrides, refuse
+        from attention_lab.run.run_info import claim_new_sweep
+        from attention_lab.run.sweep_jobs import params_arguments, planned_jobs
 
         assert self.hydra_context is not None and self.config is not None and self.launcher is not None
+        config, loader = self.config, self.hydra_context.config_loader
         product = planned_jobs(params_arguments(self.params) + list(arguments))
-        loader = self.hydra_context.config_loader
-        plan = fold_jobs(product, [what_it_trains(loader.load_sweep_config(self.config, job)) for job in product])
+        plan = refuse(lambda: check_product_sweep(config, product, lambda job: loader.load_sweep_config(config, job)),
+                      command_overrides(config))
+        claim_new_sweep(config)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / MULTIRUN_RECORD)
