@@ -6,9 +6,9 @@ and checks it, as every job of a sweep is checked before any dir exists (the pre
 sweep to it: ``check_product_sweep`` in attention_lab.run.preflight). It folds those that would train the same run
 into the first of them (:func:`attention_lab.run.sweep_jobs.fold_jobs`), claims the sweep dir, says so before the
 first job (one ``folded: ...`` line each), records the folds in ``<sweep dir>/sweep_folds.json`` (the sweep
-summary and compare.py show them) and hands only the distinct jobs to the launcher, numbered from 0. Any launcher works (basic, parallel, SLURM), and a resume of the sweep plans the
-same jobs under the same numbers. Otherwise it behaves as the basic sweeper: ``params``, ``max_batch_size``,
-``<sweep dir>/multirun.yaml``.
+summary and compare.py show them) and hands only the distinct jobs to the launcher, numbered from 0. Any
+launcher works (basic, parallel, SLURM), and a resume of the sweep plans the same jobs under the same numbers.
+Otherwise it behaves as the basic sweeper: ``params``, ``max_batch_size``, ``<sweep dir>/multirun.yaml``.
 """
 
 # No `from __future__ import annotations`: Hydra executes plugin modules outside sys.modules while scanning,
@@ -66,9 +66,9 @@ class ProductSweeper(Sweeper):
         plan = refuse(lambda: check_product_sweep(config, product, lambda job: loader.load_sweep_config(config, job)),
                       command_overrides(config))
         claim_new_sweep(config)
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir = Path(str(config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / MULTIRUN_RECORD)
+        OmegaConf.save(config, sweep_dir / MULTIRUN_RECORD)
         write_json(sweep_dir / FOLDS, {"folds": [fold.as_json() for fold in plan.folds]})
         for fold in plan.folds:
             log.info(fold.line())
