@@ -146,18 +146,21 @@ class HeatmapFigure:
         self.canvas.draw()
         self.background = self.canvas.copy_from_bbox(self.figure.bbox)
 
+    def title_box(self, title: str) -> Bbox:
+        """Where ``title`` is drawn, in pixels (it becomes the title)."""
+        self.title.set_text(title)
+        return self.title.get_window_extent(self.canvas.get_renderer())
+
     def fits(self, title: str) -> bool:
         """Whether ``title`` fits the width this figure was laid out for (it becomes the title)."""
-        self.title.set_text(title)
-        box = self.title.get_window_extent(self.canvas.get_renderer())
+        box = self.title_box(title)
         return box.x0 >= 0 and box.x1 <= self.figure.bbox.width
 
     def within_content(self, title: str) -> bool:
         """Whether ``title`` spans no wider than the map, its words and its colorbar (it becomes the title). When
         this figure's own first title did too, redrawing it for ``title`` gives, pixel for pixel, the image of
         a new figure for it: the title set neither figure's width."""
-        self.title.set_text(title)
-        box = self.title.get_window_extent(self.canvas.get_renderer())
+        box = self.title_box(title)
         return self.content.x0 <= box.x0 and box.x1 <= self.content.x1
 
     def render(self, weights: np.ndarray, title: str) -> np.ndarray:
