@@ -164,8 +164,7 @@ def check_product_sweep(cfg: DictConfig, jobs: list[list[str]],
     ``cfg`` is the sweep's config."""
     from attention_lab.run.sweep_jobs import checked_product
 
-    raw_subdir = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)["subdir"]
-    return checked_product(jobs, composed, check_sweep_job, validate, raw_subdir)[0]
+    return checked_product(jobs, composed, check_sweep_job, validate, cfg)[0]
 
 
 def check_launch(cfg: DictConfig) -> None:

@@ -236,12 +236,19 @@ def check_each(check: Callable[[DictConfig], None], configs: Sequence[DictConfig
             raise ConfigError(f"{err} (in {job}; no job of the sweep has started)") from err
 
 
+def subdir_as_typed(sweep_config: DictConfig) -> Any:
+    """The sweep's ``hydra.sweep.subdir`` unresolved, as the error about a shared dir shows it."""
+    return OmegaConf.to_container(sweep_config.hydra.sweep, resolve=False)["subdir"]
+
+
 def checked_product(jobs: list[list[str]], composed: Callable[[Sequence[str]], DictConfig],
                     check_job: Callable[[DictConfig], None], check_launched: Callable[[DictConfig], None],
-                    raw_subdir: Any) -> tuple[SweepPlan, list[DictConfig]]:
+                    sweep_config: DictConfig) -> tuple[SweepPlan, list[DictConfig]]:
     """A product sweep's combinations ``jobs``, each composed once by ``composed`` and passed to ``check_job``;
     those that train the same run folded (:func:`fold_jobs`); the jobs left in dirs of their own, each passed to
-    ``check_launched``. Returns the plan and the launched jobs' configs; raises ConfigError."""
+    ``check_launched``. Returns the plan and the launched jobs' configs; raises ConfigError. ``sweep_config``:
+    the sweep's own config."""
+    raw_subdir = subdir_as_typed(sweep_config)
     configs = [composed(job) for job in jobs]
     for cfg in configs:
         check_job(cfg)
@@ -270,7 +277,7 @@ def sweep_job_configs(overrides: Sequence[str], config_name: str, check_job: Cal
     check_launched = check_launched or (lambda cfg: None)
     typed = sweep_variants(overrides)
     base = sweep_config if sweep_config is not None else composed(typed[0])
-    raw_subdir = OmegaConf.to_container(base.hydra.sweep, resolve=False)["subdir"]
+    raw_subdir = subdir_as_typed(base)
     sweeper = sweeper_of(base)
     arguments = sweep_arguments(base, overrides)
     if sweeper not in (PRODUCT_SWEEPER, BASIC_SWEEPER):
@@ -285,7 +292,7 @@ def sweep_job_configs(overrides: Sequence[str], config_name: str, check_job: Cal
         return configs
     jobs = planned_jobs(arguments)
     if sweeper == PRODUCT_SWEEPER:
-        return checked_product(jobs, composed, check_job, check_launched, raw_subdir)[1]
+        return checked_product(jobs, composed, check_job, check_launched, base)[1]
     configs = [composed(job) for job in jobs]
     for cfg in configs:
         check_job(cfg)

@@ -66,8 +66,7 @@ class ProductSweeper(Sweeper):
         plan = refuse(lambda: check_product_sweep(config, product, lambda job: loader.load_sweep_config(config, job)),
                       command_overrides(config))
         claim_new_sweep(config)
-        sweep_dir = Path(str(config.hydra.sweep.dir))
-        sweep_dir.mkdir(parents=True, exist_ok=True)
+        sweep_dir = Path(str(config.hydra.sweep.dir))  # claimed now, or the resumed sweep's own
         OmegaConf.save(config, sweep_dir / MULTIRUN_RECORD)
         write_json(sweep_dir / FOLDS, {"folds": [fold.as_json() for fold in plan.folds]})
         for fold in plan.folds:
