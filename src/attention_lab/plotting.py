@@ -145,6 +145,8 @@ class HeatmapFigure:
             artist.set_animated(True)  # left out of canvas.draw(): the background has empty cells
         self.canvas.draw()
         self.background = self.canvas.copy_from_bbox(self.figure.bbox)
+        # Where the title the frame was laid out for is drawn (measured after a draw: drawing places the title)
+        self.first_title = self.title_box(title).bounds
 
     def title_box(self, title: str) -> Bbox:
         """Where ``title`` is drawn, in pixels (it becomes the title)."""
@@ -162,6 +164,15 @@ class HeatmapFigure:
         a new figure for it: the title set neither figure's width."""
         box = self.title_box(title)
         return self.content.x0 <= box.x0 and box.x1 <= self.content.x1
+
+    def draws_as_new(self, title: str) -> bool:
+        """Whether redrawing this figure for ``title`` gives, pixel for pixel, the image of a new figure for it (it
+        becomes the title): it is drawn where the frame's first title was, so it sets the width as that one did
+        (a long run name, the same in every title of a run), or both span no wider than the map, its words and
+        its colorbar, so neither set it."""
+        if self.title_box(title).bounds == self.first_title:
+            return True
+        return self.sized_by_content and self.within_content(title)
 
     def render(self, weights: np.ndarray, title: str) -> np.ndarray:
         """The heatmap of ``weights`` (T_q, T_k) as an (H, W, 3) uint8 image: a view of the canvas, valid

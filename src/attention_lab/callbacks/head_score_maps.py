@@ -67,7 +67,7 @@ class HeadScoreMaps(L.Callback):
         if shape not in self.figures:
             self.figures[shape] = HeatmapFigure(*grid_axes(grid), title, xlabel="head", ylabel="layer")
         figure = self.figures[shape]
-        if not (figure.sized_by_content and figure.within_content(title)):  # a long run name's title sets the width
+        if not figure.draws_as_new(title):
             return score_image(grid, family, step, self.run_name)
         return figure.render(np.asarray(grid, dtype=float), title)
 
