@@ -327,3 +327,63 @@ def test_a_review_script_run_in_the_tests_process_leaves_its_loggers_as_they_wer
     after = logger_states()
     assert {logger: after[logger] for logger in before} == before
     assert logging.getLogger("attention_lab").propagate and not logging.getLogger("attention_lab").handlers
+
+
+def test_a_trained_model_is_read_with_torch_alone(tiny_trained_run, tmp_path):
+    """visualize.py (and the attention tab, through the same load_module) reads a checkpoint without Lightning,
+    whose import (torchmetrics, and with it SciPy) would cost the process seconds. A process of its own shows
+    what the script imported."""
+    code = ("import runpy, sys\nsys.argv = sys.argv[1:]\ntry:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+            "except SystemExit as e:\n    print('exit', e.code)\n"
+            "print('imported:', sorted(m for m in ('torch', 'lightning', 'torchmetrics', 'scipy') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code, str(VISUALIZE), str(tiny_trained_run), "--text", TEXT,
+                           "--out", str(tmp_path)], capture_output=True, text=True, env=script_env(), cwd=ROOT,
+                          timeout=120)
+    assert "exit 0\nimported: ['torch']\n" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    assert list(tmp_path.glob("*.png")), "the maps were drawn"
+
+
+def test_the_model_read_with_torch_alone_is_the_one_lightning_loads(module_and_files):
+    """load_module's TrainedModel against Lightning's own load of the same checkpoint: the same weights bit for
+    bit, and the same predictions and attention weights for a sentence."""
+    import torch
+
+    from attention_lab.lit_module import AttentionLitModule
+    from attention_lab.model import TrainedModel
+
+    module, files, _ = module_and_files
+    reference = AttentionLitModule.load_from_checkpoint(files.checkpoint, map_location="cpu", weights_only=True)
+    assert type(module) is TrainedModel and not module.training
+    ours, theirs = module.model.state_dict(), reference.model.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[name], theirs[name]) for name in ours)
+    assert module.vocab == reference.vocab and module.config == reference.config
+    words = prepare_words(TEXT, module.vocab, module.config.context_length)[0]
+    (predicted, weights), (expected, expected_weights) = module.predict_words([words]), reference.predict_words([words])
+    assert predicted == expected
+    assert all(torch.equal(w, e) for w, e in zip(weights, expected_weights, strict=True))
+
+
+@pytest.mark.parametrize("change", ["cut", "dropped", "added"])
+def test_a_checkpoint_whose_weights_do_not_fit_its_config_is_one_line(module_and_files, tmp_path, change):
+    import torch
+
+    module, files, _ = module_and_files
+    checkpoint = torch.load(files.checkpoint, map_location="cpu", weights_only=True)
+    weights, name = checkpoint["state_dict"], "model.token_embedding.weight"
+    rows, width = module.model.token_embedding.weight.shape
+    if change == "cut":
+        weights[name] = weights[name][:3]
+        expected = f"token_embedding.weight is 3x{width}, the model's is {rows}x{width}"
+    elif change == "dropped":
+        del weights[name]
+        expected = "token_embedding.weight is missing"
+    else:
+        weights["model.extra.weight"] = weights[name]
+        expected = "extra.weight is not the model's"
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    torch.save(checkpoint, run / "checkpoints" / "last.ckpt")
+    with pytest.raises(ReviewError) as err:
+        load_module(find_run(run))
+    assert str(err.value) == (f"cannot load checkpoint {run / 'checkpoints' / 'last.ckpt'}: its weights do not fit its "
+                              f"model config: {expected}")

@@ -13,13 +13,13 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from attention_lab.attention.hooks import capture
-from attention_lab.config import Mask, ModelConfig
-from attention_lab.data.corpus import PAD_ID, UNK_ID
+from attention_lab.config import ModelConfig
+from attention_lab.data.corpus import PAD_ID
 from attention_lab.head_metrics import ENTROPY, score_name, tag
 from attention_lab.head_scores import PROBE_KINDS, head_scores
 from attention_lab.index_tags import index_tag
 from attention_lab.loss_by_index import LossByIndex, late_minus_early
-from attention_lab.model import SequenceModel
+from attention_lab.model import TrainedModel
 from attention_lab.prefix_matching import repeated_random_words
 
 
@@ -31,19 +31,16 @@ def attention_entropy(weights: Tensor, query_mask: Tensor) -> Tensor:
     return (row_entropy * mask).sum((0, 2)) / mask.sum((0, 2)).clamp_min(1)
 
 
-class AttentionLitModule(L.LightningModule):
-    """Trains a SequenceModel built from one ModelConfig. The checkpoint's hparams hold that config and the
-    vocabulary as plain types, so a checkpoint loads with ``weights_only=True`` and rebuilds the model alone."""
+class AttentionLitModule(TrainedModel, L.LightningModule):
+    """Trains a SequenceModel built from one ModelConfig: a TrainedModel (its forward and predict_words) that
+    Lightning trains. The checkpoint's hparams hold that config and the vocabulary as plain types, so a checkpoint
+    loads with ``weights_only=True`` and rebuilds the model alone (TrainedModel.from_checkpoint)."""
 
     def __init__(self, model: ModelConfig | dict, vocab: list[str],
                  optimizer: Callable[..., torch.optim.Optimizer] | None = None, task_name: str = "") -> None:
-        super().__init__()
-        self.config = model if isinstance(model, ModelConfig) else ModelConfig.from_dict(model)
-        self.vocab = list(vocab)
+        super().__init__(model, vocab)
         self.save_hyperparameters({"model": self.config.to_dict(), "vocab": self.vocab})
         self.optimizer = optimizer or torch.optim.AdamW
-        self.model = SequenceModel(self.config, len(self.vocab))
-        self.padding_mask = Mask(self.config.mask) is Mask.padding
         # Validation metrics accumulate over the whole validation set (and sync across DDP processes).
         self.val_token_acc = MulticlassAccuracy(len(self.vocab), average="micro", ignore_index=PAD_ID)
         self.val_seq_acc = MeanMetric()
@@ -56,10 +53,6 @@ class AttentionLitModule(L.LightningModule):
         self.loss_by_index = LossByIndex(self.config.context_length)
         self.in_context = MeanMetric() if task_name == "induction" else None
         self.prefix_probe = repeated_random_words(self.vocab, self.config.context_length)  # (R, T): words, twice
-
-    def forward(self, tokens: Tensor) -> Tensor:
-        padding = tokens == PAD_ID if self.padding_mask else None
-        return self.model(tokens, key_padding_mask=padding)
 
     def loss(self, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         inputs, targets = batch
@@ -152,23 +145,6 @@ class AttentionLitModule(L.LightningModule):
         with capture(self.model, points=("weights",)) as cache:
             self(self.prefix_probe)
         return cache.layers("weights")
-
-    @torch.no_grad()
-    def predict_words(self, words_batch: list[list[str]]) -> tuple[list[list[str]], list[Tensor]]:
-        """Predicted words and attention weights for whole sentences (eval mode, weights path)."""
-        was_training = self.training
-        self.eval()
-        length = max(len(w) for w in words_batch)
-        stoi = {w: i for i, w in enumerate(self.vocab)}
-        tokens = torch.full((len(words_batch), length), PAD_ID, dtype=torch.long, device=self.device)
-        for row, words in enumerate(words_batch):
-            tokens[row, : len(words)] = torch.tensor([stoi.get(w, UNK_ID) for w in words], device=self.device)
-        with capture(self.model, points=("weights",)) as cache:
-            logits = self(tokens)
-        weights = cache.layers("weights")
-        self.train(was_training)
-        preds = [[self.vocab[i] for i in row[: len(words)]] for row, words in zip(logits.argmax(-1).tolist(), words_batch, strict=True)]
-        return preds, weights
 
     def configure_optimizers(self):
         return self.optimizer(self.parameters())

@@ -4,17 +4,27 @@ Everything the model needs comes from one :class:`~attention_lab.config.ModelCon
 variant (``cross``), self-attention blocks encode the input and one learned query per output position attends
 to that encoding through the variant's blocks (notebook 001's pattern). ``mixers`` chooses one variant per layer
 (a hybrid stack, e.g. three gated_deltanet blocks and one multihead).
+
+:class:`TrainedModel` is a SequenceModel with its vocabulary, fed as training feeds it: what AttentionLitModule
+trains (it is one), and what the review tools and the attention tab load from a checkpoint with torch alone.
+Importing Lightning costs a process seconds (torchmetrics, and through it SciPy); reading a trained model needs
+none of it. A checkpoint holds the model config and the vocabulary as plain data (the lit module's hparams) and
+the weights under ``model.``: :meth:`TrainedModel.from_checkpoint` rebuilds the model from those alone, as
+Lightning's docs describe loading a checkpoint's weights into a plain ``nn.Module``.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from attention_lab.attention import ATTENTION_REGISTRY, build_attention
+from attention_lab.attention.hooks import capture
 from attention_lab.config import BlockConfig, Mask, ModelConfig, Position
+from attention_lab.data.corpus import PAD_ID, UNK_ID
 
 
 def sinusoidal_table(length: int, d_model: int) -> Tensor:
@@ -141,3 +151,71 @@ class SequenceModel(nn.Module):
             self.config.d_model, block.attention.num_heads, self.config.context_length,
             kv_heads=layer_kv_heads(self.config, variant), **layer_options(self.config, variant, layer))
             for layer, (variant, block) in enumerate(layers, start=1))
+
+
+WEIGHTS_PREFIX = "model."  # the SequenceModel's attribute in the module whose state_dict a checkpoint holds
+
+
+class WeightsMismatch(ValueError):
+    """A checkpoint's weights are not those of the model its config describes (one line, naming the first)."""
+
+
+def check_weights(weights: dict[str, Tensor], expected: dict[str, Tensor]) -> None:
+    """Raises WeightsMismatch unless ``weights`` holds each of ``expected``'s names, at its shape, and no other."""
+    def shape(tensor: Tensor) -> str:
+        return "x".join(map(str, tensor.shape))
+
+    for name, tensor in expected.items():
+        if name not in weights:
+            raise WeightsMismatch(f"its weights do not fit its model config: {name} is missing")
+        if weights[name].shape != tensor.shape:
+            raise WeightsMismatch(f"its weights do not fit its model config: {name} is {shape(weights[name])}, "
+                                  f"the model's is {shape(tensor)}")
+    extra = sorted(set(weights) - set(expected))
+    if extra:
+        raise WeightsMismatch(f"its weights do not fit its model config: {extra[0]} is not the model's")
+
+
+class TrainedModel(nn.Module):
+    """``model``: the SequenceModel of ``config``; ``vocab``: its words, index = token id."""
+
+    def __init__(self, model: ModelConfig | dict, vocab: list[str]) -> None:
+        super().__init__()
+        self.config = model if isinstance(model, ModelConfig) else ModelConfig.from_dict(model)
+        self.vocab = list(vocab)
+        self.model = SequenceModel(self.config, len(self.vocab))
+        self.padding_mask = Mask(self.config.mask) is Mask.padding
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: dict[str, Any]) -> TrainedModel:
+        """The model of a checkpoint written by scripts/train.py (already loaded, ``weights_only=True``), in eval
+        mode. Raises WeightsMismatch when its weights are not those of its model config."""
+        hparams = checkpoint["hyper_parameters"]
+        trained = cls(hparams["model"], hparams["vocab"])
+        weights = {name.removeprefix(WEIGHTS_PREFIX): tensor for name, tensor in checkpoint["state_dict"].items()
+                   if name.startswith(WEIGHTS_PREFIX)}
+        check_weights(weights, trained.model.state_dict())
+        trained.model.load_state_dict(weights)
+        return trained.eval()
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        padding = tokens == PAD_ID if self.padding_mask else None
+        return self.model(tokens, key_padding_mask=padding)
+
+    @torch.no_grad()
+    def predict_words(self, words_batch: list[list[str]]) -> tuple[list[list[str]], list[Tensor]]:
+        """Predicted words and attention weights for whole sentences (eval mode, weights path)."""
+        was_training = self.training
+        self.eval()
+        device = next(self.model.parameters()).device
+        length = max(len(w) for w in words_batch)
+        stoi = {w: i for i, w in enumerate(self.vocab)}
+        tokens = torch.full((len(words_batch), length), PAD_ID, dtype=torch.long, device=device)
+        for row, words in enumerate(words_batch):
+            tokens[row, : len(words)] = torch.tensor([stoi.get(w, UNK_ID) for w in words], device=device)
+        with capture(self.model, points=("weights",)) as cache:
+            logits = self(tokens)
+        weights = cache.layers("weights")
+        self.train(was_training)
+        preds = [[self.vocab[i] for i in row[: len(words)]] for row, words in zip(logits.argmax(-1).tolist(), words_batch, strict=True)]
+        return preds, weights

@@ -1,8 +1,8 @@
 """A trained run's attention maps: find its checkpoint and config, load the model without running
 any code from the checkpoint, and collect the attention of a sentence through every layer and head.
 
-Finding the run's files (:func:`find_run`) needs neither torch nor Lightning, so a wrong path fails
-fast; :func:`load_module` and everything after it import them.
+Finding the run's files (:func:`find_run`) needs no torch, so a wrong path fails fast; :func:`load_module` and
+everything after it import torch (never Lightning: a trained model is read with torch alone).
 """
 
 from __future__ import annotations
@@ -133,13 +133,13 @@ def check_declared_size(files: RunFiles, checkpoint: dict) -> None:
 
 
 def load_module(files: RunFiles):
-    """(AttentionLitModule in eval mode on the CPU, global step of the checkpoint).
+    """(TrainedModel in eval mode on the CPU, global step of the checkpoint): torch alone, no Lightning.
 
-    Both loads use ``weights_only=True``: a checkpoint is data. One whose unpickling needs anything beyond
+    The load uses ``weights_only=True``: a checkpoint is data. One whose unpickling needs anything beyond
     tensors and plain values (which could run code) is refused with a ReviewError, not loaded."""
     import torch
 
-    from attention_lab.lit_module import AttentionLitModule
+    from attention_lab.model import TrainedModel, WeightsMismatch
 
     try:
         with open(files.checkpoint, "rb") as handle:
@@ -152,17 +152,18 @@ def load_module(files: RunFiles):
             raise ReviewError(f"cannot load checkpoint {files.checkpoint}: its hparams hold no model config and "
                               "vocabulary (a checkpoint of another program)")
         check_declared_size(files, checkpoint)
-        module = AttentionLitModule.load_from_checkpoint(files.checkpoint, map_location="cpu", weights_only=True)
+        module = TrainedModel.from_checkpoint(checkpoint)
     except pickle.UnpicklingError:
         raise ReviewError(f"cannot load checkpoint {files.checkpoint}: it holds objects other than tensors and "
                           "plain values, and unpickling them could run code; refused (only checkpoints "
                           "written by scripts/train.py are loaded)") from None
     except ReviewError:
         raise
+    except WeightsMismatch as err:
+        raise ReviewError(f"cannot load checkpoint {files.checkpoint}: {err}") from None
     except Exception as err:  # a truncated or foreign file: one line, not a traceback
         first_line = f"{type(err).__name__}: {err}".splitlines()[0]
         raise ReviewError(f"cannot load checkpoint {files.checkpoint}: {first_line}") from None
-    module.eval()
     return module, int(checkpoint.get("global_step", 0))
 
 
@@ -189,7 +190,8 @@ def prepare_words(text: str, vocab: list[str], context_length: int) -> tuple[lis
 
 
 def compute_maps(module, text: str, *, description: str = "") -> AttentionMaps:
-    """Run ``text`` through ``module`` (an AttentionLitModule) and collect every layer's weights."""
+    """Run ``text`` through ``module`` (a TrainedModel, or the AttentionLitModule that is one) and collect every
+    layer's weights."""
     words, unknown = prepare_words(text, module.vocab, module.config.context_length)
     predictions, weights = module.predict_words([words])
     predictions = predictions[0]

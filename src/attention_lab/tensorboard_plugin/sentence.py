@@ -54,9 +54,9 @@ def keep(kept: OrderedDict, key: tuple, value, bound: int) -> None:
 
 
 def import_model_code() -> None:
-    """torch, Lightning and the model, imported for later requests; a failure waits for the request to say it."""
+    """torch and the model, imported for later requests; a failure waits for the request to say it."""
     try:
-        import attention_lab.lit_module  # noqa: F401
+        import attention_lab.model  # noqa: F401
     except ImportError as err:
         log.warning("the attention tab could not import %s: sentences will fail", err.name)
 
@@ -87,8 +87,9 @@ class SentenceModels:
         self.warming: threading.Thread | None = None
 
     def warm_up(self) -> None:
-        """Import torch and Lightning in the background, once: most of the first sentence's wait (seconds), paid
-        while the page loads instead. TensorBoard itself needs neither, so this waits until the tab is opened."""
+        """Import torch and the model in the background, once: most of the first sentence's wait (a second or
+        more), paid while the page loads instead. TensorBoard itself needs neither, so this waits until the tab is
+        opened."""
         if self.warming is None:
             self.warming = threading.Thread(target=import_model_code, name="attention-tab-warm-up", daemon=True)
             self.warming.start()
