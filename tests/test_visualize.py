@@ -331,8 +331,8 @@ def test_a_review_script_run_in_the_tests_process_leaves_its_loggers_as_they_wer
 
 def test_a_trained_model_is_read_with_torch_alone(tiny_trained_run, tmp_path):
     """visualize.py (and the attention tab, through the same load_module) reads a checkpoint without Lightning,
-    whose import (torchmetrics, and with it SciPy) would cost the process seconds. A process of its own shows
-    what the script imported."""
+    whose import (torchmetrics, and with it SciPy) would be most of the process's start-up. A process of its own
+    shows what the script imported."""
     code = ("import runpy, sys\nsys.argv = sys.argv[1:]\ntry:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
             "except SystemExit as e:\n    print('exit', e.code)\n"
             "print('imported:', sorted(m for m in ('torch', 'lightning', 'torchmetrics', 'scipy') if m in sys.modules))")

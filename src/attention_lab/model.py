@@ -7,8 +7,8 @@ to that encoding through the variant's blocks (notebook 001's pattern). ``mixers
 
 :class:`TrainedModel` is a SequenceModel with its vocabulary, fed as training feeds it: what AttentionLitModule
 trains (it is one), and what the review tools and the attention tab load from a checkpoint with torch alone.
-Importing Lightning costs a process seconds (torchmetrics, and through it SciPy); reading a trained model needs
-none of it. A checkpoint holds the model config and the vocabulary as plain data (the lit module's hparams) and
+Importing Lightning (torchmetrics, and through it SciPy) is most of a process's start-up; reading a trained model
+needs none of it. A checkpoint holds the model config and the vocabulary as plain data (the lit module's hparams) and
 the weights under ``model.``: :meth:`TrainedModel.from_checkpoint` rebuilds the model from those alone, as
 Lightning's docs describe loading a checkpoint's weights into a plain ``nn.Module``.
 """

@@ -87,9 +87,8 @@ class SentenceModels:
         self.warming: threading.Thread | None = None
 
     def warm_up(self) -> None:
-        """Import torch and the model in the background, once: most of the first sentence's wait (a second or
-        more), paid while the page loads instead. TensorBoard itself needs neither, so this waits until the tab is
-        opened."""
+        """Import torch and the model in the background, once: most of the first sentence's wait, paid while the
+        page loads instead. TensorBoard itself needs neither, so this waits until the tab is opened."""
         if self.warming is None:
             self.warming = threading.Thread(target=import_model_code, name="attention-tab-warm-up", daemon=True)
             self.warming.start()
