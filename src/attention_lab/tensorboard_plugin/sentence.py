@@ -54,9 +54,13 @@ def keep(kept: OrderedDict, key: tuple, value, bound: int) -> None:
 
 
 def import_model_code() -> None:
-    """torch and the model, imported for later requests; a failure waits for the request to say it."""
+    """torch and the model imported, and a small model built on PyTorch's meta device, for later requests: each
+    request checks its checkpoint's declared size there (attention_lab.review.maps), and the first weights
+    initialised on that device import the rest of torch. A failure waits for the request to say it."""
     try:
-        import attention_lab.model  # noqa: F401
+        from attention_lab.review.maps import declared_numbers
+
+        declared_numbers({"name": "self"}, 2)
     except ImportError as err:
         log.warning("the attention tab could not import %s: sentences will fail", err.name)
 
