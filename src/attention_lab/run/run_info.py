@@ -335,27 +335,24 @@ def selected_dir(config: DictConfig, key: str) -> Path | None:
     return Path(os.path.abspath(str(value))) if value else None
 
 
-def claim_new_sweep(config: DictConfig) -> None:
-    """A new sweep claims its dir (``config``: the sweep's); ``resume=<sweep dir>`` launches the sweep again into
-    its own dir. A dir that holds a run or a sweep ends the command in one line."""
+def claim_new_sweep(config: DictConfig) -> Path | None:
+    """A new sweep claims its dir (``config``: the sweep's) and returns it; ``resume=<sweep dir>`` launches the
+    sweep again into its own dir (None: nothing claimed). A dir that holds a run or a sweep ends the command in one
+    line."""
     sweep_dir = selected_dir(config, "hydra.sweep.dir")
     if sweep_dir is None or secondary_process():
-        return
+        return None
     resume = selected_dir(config, "resume")
     if resume is not None:
         if resume != sweep_dir:  # the command line of a resumed sweep sets both (attention_lab.run.sweep_resume)
             sys.exit(f"error: resume={resume} is invalid with -m: resume a whole sweep as resume=<sweep dir>, "
                      "without -m, or one job as resume=<sweep dir>/<job number>")
-        return
+        return None
     try:
         claim_sweep_dir(sweep_dir)
     except ConfigError as err:
         sys.exit(f"error: {err}")  # SystemExit: Hydra would turn an Exception in a callback into a warning
-    # Hydra's record of the sweep's command line, which resume=<sweep dir> reads. BasicSweeper writes the same
-    # file itself; other sweepers (Optuna) do not.
-    save_yaml(config, sweep_dir / MULTIRUN_RECORD)
-    if sweeper_of(config) == "optuna":
-        stamp_study(sweep_dir, config.hydra.sweeper)  # the study is this sweep's: a resume checks it
+    return sweep_dir
 
 
 class RunDirGuard(Callback):
@@ -374,5 +371,12 @@ class RunDirGuard(Callback):
             sys.exit(f"error: {err}")  # SystemExit: Hydra would turn an Exception in a callback into a warning
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if sweeper_of(config) != PRODUCT_SWEEPER:
-            claim_new_sweep(config)
+        sweeper = sweeper_of(config)
+        sweep_dir = claim_new_sweep(config) if sweeper != PRODUCT_SWEEPER else None
+        if sweep_dir is None:
+            return
+        # Hydra's record of the sweep's command line, which resume=<sweep dir> reads. BasicSweeper writes the same
+        # file itself, as the product sweeper does; other sweepers (Optuna) do not.
+        save_yaml(config, sweep_dir / MULTIRUN_RECORD)
+        if sweeper == "optuna":
+            stamp_study(sweep_dir, config.hydra.sweeper)  # the study is this sweep's: a resume checks it
