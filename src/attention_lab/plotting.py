@@ -140,7 +140,7 @@ class HeatmapFigure:
         # What the figure's width was trimmed to without the title: the map, its words and its colorbar
         self.content = Bbox.union([ax.get_tightbbox(renderer), self.figure.axes[1].get_tightbbox(renderer)])
         self.title.set_visible(True)
-        self.sized_by_content = self.within_content(title)
+        self.sized_by_content = self.within_content(self.title_box(title))
         for artist in self.changing:
             artist.set_animated(True)  # left out of canvas.draw(): the background has empty cells
         self.canvas.draw()
@@ -158,11 +158,10 @@ class HeatmapFigure:
         box = self.title_box(title)
         return box.x0 >= 0 and box.x1 <= self.figure.bbox.width
 
-    def within_content(self, title: str) -> bool:
-        """Whether ``title`` spans no wider than the map, its words and its colorbar (it becomes the title). When
-        this figure's own first title did too, redrawing it for ``title`` gives, pixel for pixel, the image of
-        a new figure for it: the title set neither figure's width."""
-        box = self.title_box(title)
+    def within_content(self, box: Bbox) -> bool:
+        """Whether a title drawn at ``box`` spans no wider than the map, its words and its colorbar. When this
+        figure's own first title did too, redrawing it for such a title gives, pixel for pixel, the image of a new
+        figure for it: the title set neither figure's width."""
         return self.content.x0 <= box.x0 and box.x1 <= self.content.x1
 
     def draws_as_new(self, title: str) -> bool:
@@ -170,9 +169,8 @@ class HeatmapFigure:
         becomes the title): it is drawn where the frame's first title was, so it sets the width as that one did
         (a long run name, the same in every title of a run), or both span no wider than the map, its words and
         its colorbar, so neither set it."""
-        if self.title_box(title).bounds == self.first_title:
-            return True
-        return self.sized_by_content and self.within_content(title)
+        box = self.title_box(title)
+        return box.bounds == self.first_title or (self.sized_by_content and self.within_content(box))
 
     def render(self, weights: np.ndarray, title: str) -> np.ndarray:
         """The heatmap of ``weights`` (T_q, T_k) as an (H, W, 3) uint8 image: a view of the canvas, valid
