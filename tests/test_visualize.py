@@ -49,16 +49,26 @@ def test_the_run_is_an_argument_and_the_text_an_option(tmp_path):
         assert fragment in lines[0], lines[0]
 
 
-def test_help_and_errors_are_fast_without_torch(tmp_path):
-    """--help and a wrong run dir are answered before torch is imported."""
-    code = ("import sys, runpy; sys.argv = sys.argv[1:]\n"
+WATCHED = ("torch", "lightning", "torchmetrics", "scipy")  # what a review script's process may not need
+
+
+def visualize_process(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """scripts/visualize.py ``args`` as the command line runs it, in a process of its own (only a process shows
+    what a script imports): its stdout ends with ``exit <status>`` and ``imported: [...]``, those of WATCHED it
+    imported."""
+    code = ("import runpy, sys\nsys.argv = sys.argv[1:]\n"
             "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
             "except SystemExit as e:\n    print('exit', e.code)\n"
-            "print('torch imported:', 'torch' in sys.modules)")
+            f"print('imported:', sorted(m for m in {WATCHED!r} if m in sys.modules))")
+    return subprocess.run([sys.executable, "-c", code, str(VISUALIZE), *args], capture_output=True, text=True,
+                          env=script_env(), cwd=ROOT, timeout=timeout)
+
+
+def test_help_and_errors_are_fast_without_torch(tmp_path):
+    """--help and a wrong run dir are answered before torch is imported."""
     for args in (["--help"], [str(tmp_path / "nowhere")]):
-        proc = subprocess.run([sys.executable, "-c", code, str(VISUALIZE), *args], capture_output=True, text=True,
-                              env=script_env(), cwd=ROOT, timeout=60)
-        assert "torch imported: False" in proc.stdout, proc.stdout + proc.stderr
+        proc = visualize_process(*args)
+        assert "imported: []" in proc.stdout, proc.stdout + proc.stderr
     assert "does not exist" in proc.stderr
 
 
@@ -333,12 +343,7 @@ def test_a_trained_model_is_read_with_torch_alone(tiny_trained_run, tmp_path):
     """visualize.py (and the attention tab, through the same load_module) reads a checkpoint without Lightning,
     whose import (torchmetrics, and with it SciPy) would be most of the process's start-up. A process of its own
     shows what the script imported."""
-    code = ("import runpy, sys\nsys.argv = sys.argv[1:]\ntry:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
-            "except SystemExit as e:\n    print('exit', e.code)\n"
-            "print('imported:', sorted(m for m in ('torch', 'lightning', 'torchmetrics', 'scipy') if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code, str(VISUALIZE), str(tiny_trained_run), "--text", TEXT,
-                           "--out", str(tmp_path)], capture_output=True, text=True, env=script_env(), cwd=ROOT,
-                          timeout=120)
+    proc = visualize_process(str(tiny_trained_run), "--text", TEXT, "--out", str(tmp_path), timeout=120)
     assert "exit 0\nimported: ['torch']\n" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     assert list(tmp_path.glob("*.png")), "the maps were drawn"
 
