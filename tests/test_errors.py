@@ -214,7 +214,7 @@ def test_run_dir_holding_a_run_is_refused(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "metrics.json").write_text("{}")
-    proc = run_script(TRAIN, f"hydra.run.dir={run_dir}", timeout=120)
+    proc = run_in_process(TRAIN, f"hydra.run.dir={run_dir}")
     assert_one_line_error(proc, f"hydra.run.dir={run_dir}", "already holds a run", "resume=")
     assert (run_dir / "metrics.json").read_text() == "{}" and not (run_dir / ".hydra").exists()
 
