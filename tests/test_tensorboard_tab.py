@@ -181,6 +181,22 @@ def test_sentence_through_the_checkpoint(trained_logdir):
     assert len(data["words"]) == context and f"has 40 words; the model's context holds {context}" in data["notes"][0]
 
 
+def test_a_failed_warm_up_is_one_warning_and_leaves_the_requests_to_say_why(monkeypatch, caplog):
+    """The warm-up builds a model as well as importing: a failure there is a line in TensorBoard's log, not a
+    thread's traceback."""
+    import attention_lab.review.maps as maps
+    from attention_lab.tensorboard_plugin.sentence import import_model_code
+
+    def fail(model: dict, vocab_size: int) -> int:
+        raise RuntimeError("no meta device")
+
+    monkeypatch.setattr(maps, "declared_numbers", fail)
+    with caplog.at_level("WARNING", logger="attention_lab.tensorboard_plugin.sentence"):
+        import_model_code()
+    assert [r.getMessage() for r in caplog.records] == [
+        "the attention tab's warm-up failed (RuntimeError): sentences may fail and will say why"]
+
+
 def test_sentence_with_a_corrupt_or_missing_checkpoint(trained_logdir, caplog):
     client = client_for(trained_logdir)
     corrupt = get(client, "sentence", run=run_name(client, "corrupt/"), text="Life is short")

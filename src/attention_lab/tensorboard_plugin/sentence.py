@@ -63,6 +63,9 @@ def import_model_code() -> None:
         declared_numbers({"name": "self"}, 2)
     except ImportError as err:
         log.warning("the attention tab could not import %s: sentences will fail", err.name)
+    except Exception as err:  # noqa: BLE001 - the warm-up only saves time; each request reports its own failure
+        log.warning("the attention tab's warm-up failed (%s): sentences may fail and will say why",
+                    type(err).__name__)
 
 
 @dataclass
