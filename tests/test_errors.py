@@ -64,12 +64,18 @@ SUBPROCESS_CASES = {
     "mask makes no sense for the task": (["task=next_word", "mask=padding"], ["mask=padding", "causal"]),
     "device without hardware": (["device=cuda"], ["device=cuda", "device=cpu"]),  # in-process: IMPORTS_TORCH
     "unknown ablation": (["ablation=[half]"], ["ablation=[half]", "zero, mean"]),
+    "unknown trainer accelerator": (["trainer.accelerator=cpuu"],  # in-process: IMPORTS_TORCH
+                                    ["trainer.accelerator=cpuu", "auto, cpu, cuda, gpu, mps",
+                                     "did you mean trainer.accelerator=cpu?"]),
+    "unknown trainer strategy": (["trainer=ddp_sim", "trainer.strategy=dp_fork"],  # in-process: IMPORTS_TORCH
+                                 ["trainer.strategy=dp_fork", "ddp_spawn", "did you mean trainer.strategy=ddp_fork?"]),
 }
 
 
-# The case whose check imports torch runs in-process (the same entry function, exit status and console): a process
-# of its own would spend most of its time importing torch; the corpus check below is that kind's process.
-IMPORTS_TORCH = {"device without hardware"}
+# The cases whose checks import torch (or Lightning, for its registries) run in-process (the same entry function,
+# exit status and console): a process of their own would spend most of its time importing them; the corpus check
+# below is that kind's process.
+IMPORTS_TORCH = {"device without hardware", "unknown trainer accelerator", "unknown trainer strategy"}
 
 
 @pytest.mark.parametrize("overrides, fragments, run", [(*case, run_in_process if name in IMPORTS_TORCH else run_script)
@@ -290,6 +296,7 @@ def test_random_overrides_run_or_fail_cleanly_many(tmp_path, overrides):
     (["-m", "heads=1,2", "+haeds=3"], "did you mean heads"),
     (["hparams_search=optuna", "+haeds=3"], "did you mean heads"),    # a preset that makes it a sweep
     (["hparams_search=optuna", "resume=/some/run"], "resume=/some/run is invalid with -m"),
+    (["-m", "trainer=ddp_sim", "trainer.strategy=ddp,dp_fork"], "trainer.strategy=dp_fork is invalid"),
 ], ids=" ".join)
 def test_every_job_of_a_sweep_is_checked_before_it_starts(argv, fragment):
     with pytest.raises(ConfigError, match=fragment):

@@ -1,6 +1,7 @@
 """Checks of a composed config that its types cannot express. Each failure is a ConfigError with one line
 naming the setting and what is allowed. Light: no torch import (see :mod:`attention_lab.run.preflight` for the
-checks that need the machine or the data).
+checks that need the machine or the data). The one exception: an accelerator or strategy that the config names is
+checked against Lightning's own registries (:mod:`attention_lab.trainer_names`).
 
 The rules about the attention variant are the attention package's own (:mod:`attention_lab.attention.arguments`),
 applied to what the variant's class declares (read without torch: :mod:`attention_lab.attention.declared`); their
@@ -39,6 +40,7 @@ from attention_lab.data.tasks.base import TASK_REGISTRY, check_ood_range, option
 from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
 from attention_lab.head_metrics import ABLATION_METRICS, ABLATIONS, ENTROPY, HEAD_SCORE_KINDS, PATCHING, HeadMetric
+from attention_lab.trainer_names import check_trainer_names
 
 VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what the final validation measures
 OOD_METRICS = ("ood/seq_acc", "ood/token_acc", "ood/loss")  # ... on the longer set, when there is one
@@ -386,3 +388,4 @@ def check_trainer(cfg: DictConfig) -> None:
     max_steps = trainer.get("max_steps")
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < -1 or max_steps == 0):
         raise ConfigError(f"trainer.max_steps={max_steps} is invalid: use a positive number or -1 (no limit)")
+    check_trainer_names(trainer)  # last: the only check that may import Lightning

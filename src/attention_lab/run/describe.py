@@ -27,7 +27,9 @@ from attention_lab.run.overrides import override_key
 KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
 
 
-def one_line(text: str, limit: int = 400) -> str:
+def one_line(text: str, limit: int = 600) -> str:
+    """``text`` on one line, cut at ``limit`` characters: the longest list of what is allowed (Lightning's
+    strategies, trainer_names.py) with a sweep's note of the job fits."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

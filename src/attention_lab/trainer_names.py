@@ -1,0 +1,67 @@
+"""``trainer.accelerator`` and ``trainer.strategy`` against the names Lightning knows.
+
+Lightning refuses a name it does not know only when the Trainer is built, after the run dir exists, and in a
+message of its own. Here the names come from Lightning's registries (``AcceleratorRegistry``,
+``StrategyRegistry``) and a wrong one is one line that names the setting and lists what is allowed.
+
+Lightning is imported only when the config names an accelerator or a strategy (a trainer preset such as
+``trainer=cpu`` or ``trainer=ddp_sim``, or an override): the default trainer names neither (the ``device`` knob
+picks the accelerator), so a config error of a plain command line stays as quick as it was.
+"""
+
+from __future__ import annotations
+
+import os
+
+from omegaconf import DictConfig
+
+from attention_lab.did_you_mean import did_you_mean
+from attention_lab.errors import ConfigError
+
+# The Trainer takes these besides the registered names: "auto" for both, and "gpu" for whichever GPU
+# accelerator the machine has (Lightning's Trainer docs, `accelerator` and `strategy`).
+ACCELERATOR_ALIASES = ("auto", "gpu")
+STRATEGY_ALIASES = ("auto",)
+# Lightning registers each DDP strategy twice more, with these endings: the error line names them once, so that the
+# whole list fits in it. Only the line is shortened; what is allowed is the registry's.
+VARIANT_ENDINGS = ("_find_unused_parameters_true", "_find_unused_parameters_false")
+
+
+def named(trainer: DictConfig) -> dict[str, str]:
+    """The trainer's accelerator and strategy given as names (a Strategy object given by ``_target_`` is not a
+    name), by setting."""
+    settings = {f"trainer.{key}": trainer.get(key) for key in ("accelerator", "strategy")}
+    return {setting: value for setting, value in settings.items() if isinstance(value, str)}
+
+
+def allowed_names() -> dict[str, tuple[str, ...]]:
+    """What Lightning accepts for each setting, sorted."""
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+    from lightning.pytorch.strategies import StrategyRegistry
+
+    return {"trainer.accelerator": tuple(sorted({*ACCELERATOR_ALIASES, *AcceleratorRegistry.available_accelerators()})),
+            "trainer.strategy": tuple(sorted({*STRATEGY_ALIASES, *StrategyRegistry.available_strategies()}))}
+
+
+def listed(names: tuple[str, ...]) -> str:
+    """``names`` for an error line, a name registered with each of :data:`VARIANT_ENDINGS` said once."""
+    bases = [name for name in names if all(name + ending in names for ending in VARIANT_ENDINGS)]
+    variants = {base + ending for base in bases for ending in VARIANT_ENDINGS}
+    text = ", ".join(name for name in names if name not in variants)
+    if not bases:
+        return text
+    common = os.path.commonprefix(VARIANT_ENDINGS)
+    endings = common + "|".join(ending.removeprefix(common) for ending in VARIANT_ENDINGS)
+    return f"{text} ({', '.join(bases)} also with {endings})"
+
+
+def check_trainer_names(trainer: DictConfig) -> None:
+    """Raises a ConfigError for an accelerator or strategy name that Lightning does not know."""
+    given = named(trainer)
+    if not given:
+        return
+    allowed = allowed_names()
+    for setting, value in given.items():
+        if value not in allowed[setting]:
+            raise ConfigError(f"{setting}={value} is invalid: choose one of {listed(allowed[setting])}"
+                              f"{did_you_mean(value, allowed[setting], f'{setting}=')}")
