@@ -140,6 +140,9 @@ IN_PROCESS_CASES = {
     "ablation at every validation with none chosen": (["ablation=[]", "ablation_every_validation=true"],
                                                       "ablation=[]"),
     "seed negative": (["seed=-1"], "seed=-1"),
+    "all devices on the CPU": (["trainer.devices=-1"], "trainer.devices=-1 is invalid on the cpu accelerator"),
+    "device indices on the CPU": (["trainer.devices=[0,1]"], "trainer.devices=[0,1] is invalid on the cpu accelerator"),
+    "validation every 0 epochs": (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0"),
     "heads removed": (["~heads"], "heads=null"),
     # Sizes that cannot fit in memory (run/preflight.py's lower bounds): layers=200000 needs at least 110 GB (90 GB
     # of it the model's, on a GPU), d_model=1000000 384 TB, 2e9 examples 256 GB.

@@ -1,7 +1,7 @@
 """Checks of a composed config that its types cannot express. Each failure is a ConfigError with one line
 naming the setting and what is allowed. Light: no torch import (see :mod:`attention_lab.run.preflight` for the
 checks that need the machine or the data). The one exception: an accelerator or strategy that the config names is
-checked against Lightning's own registries (:mod:`attention_lab.trainer_names`).
+checked against Lightning's own registries (:mod:`attention_lab.trainer_rules`).
 
 The rules about the attention variant are the attention package's own (:mod:`attention_lab.attention.arguments`),
 applied to what the variant's class declares (read without torch: :mod:`attention_lab.attention.declared`); their
@@ -40,7 +40,7 @@ from attention_lab.data.tasks.base import TASK_REGISTRY, check_ood_range, option
 from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
 from attention_lab.head_metrics import ABLATION_METRICS, ABLATIONS, ENTROPY, HEAD_SCORE_KINDS, PATCHING, HeadMetric
-from attention_lab.trainer_names import check_trainer_names
+from attention_lab.trainer_rules import check_trainer_names
 
 VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what the final validation measures
 OOD_METRICS = ("ood/seq_acc", "ood/token_acc", "ood/loss")  # ... on the longer set, when there is one
@@ -382,6 +382,7 @@ def check_trainer(cfg: DictConfig) -> None:
     if isinstance(interval, float) and interval > 1:
         raise ConfigError(f"trainer.val_check_interval={interval} is invalid: a fraction of an epoch is at most 1.0")
     positive("trainer.log_every_n_steps", trainer.get("log_every_n_steps"), optional=True)
+    positive("trainer.check_val_every_n_epoch", trainer.get("check_val_every_n_epoch"), optional=True)
     max_epochs = trainer.get("max_epochs")
     if max_epochs is not None and (not isinstance(max_epochs, int) or max_epochs < -1 or max_epochs == 0):
         raise ConfigError(f"trainer.max_epochs={max_epochs} is invalid: use a positive number, -1 (no limit) or null")

@@ -29,7 +29,7 @@ KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "a st
 
 def one_line(text: str, limit: int = 600) -> str:
     """``text`` on one line, cut at ``limit`` characters: the longest list of what is allowed (Lightning's
-    strategies, trainer_names.py) with a sweep's note of the job fits."""
+    strategies, trainer_rules.py) with a sweep's note of the job fits."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -57,6 +57,7 @@ from attention_lab.errors import ConfigError
 from attention_lab.run.cli import full_error_requested
 from attention_lab.run.describe import describe
 from attention_lab.run.overrides import PRODUCT_SWEEPER, is_sweep_dir, override_key, overrides_as_typed, sweeper_of
+from attention_lab.trainer_rules import check_devices
 
 if TYPE_CHECKING:
     from attention_lab.run.resume import ResumePlan
@@ -88,6 +89,7 @@ def check_machine_and_data(cfg: DictConfig) -> str:
     builder.check(vocab, sentences, task)
     builder.check_ood(vocab, sentences, task)
     accelerator = accelerator_of(cfg)
+    check_devices(cfg.trainer.get("devices"), accelerator)
     model = typed(ModelConfig, OmegaConf.to_container(cfg.model, resolve=True))
     try:
         with torch.device("meta"):  # built for its checks, never run: nothing allocated, whatever d_model is

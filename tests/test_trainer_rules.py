@@ -1,6 +1,7 @@
-"""trainer.accelerator and trainer.strategy are checked against Lightning's own registries, before a run dir
-exists (tests/test_errors.py runs the command lines); here: the names come from the registries, the error line
-lists them all, and the default trainer names none (so a plain command line's checks import no Lightning)."""
+"""trainer.accelerator and trainer.strategy are checked against Lightning's own registries, and trainer.devices
+against the accelerator's own parser, before a run dir exists (tests/test_errors.py runs the command lines); here:
+what is refused is what Lightning's Trainer refuses, the error line lists every name, and the default trainer
+names none (so a plain command line's config checks import no Lightning)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,20 @@ import re
 
 import lightning as L
 import pytest
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.accelerators import AcceleratorRegistry
 from lightning.pytorch.strategies import StrategyRegistry
 from omegaconf import OmegaConf
 
 from attention_lab.errors import ConfigError
-from attention_lab.trainer_names import VARIANT_ENDINGS, allowed_names, check_trainer_names, listed, named
+from attention_lab.trainer_rules import (
+    VARIANT_ENDINGS,
+    allowed_names,
+    check_devices,
+    check_trainer_names,
+    listed,
+    named,
+)
 from conftest import compose_config
 
 
@@ -49,3 +58,20 @@ def test_the_default_trainer_names_no_accelerator_or_strategy():
     assert named(compose_config([]).trainer) == {}
     assert named(compose_config(["trainer=ddp_sim"]).trainer) == {"trainer.accelerator": "cpu",
                                                                   "trainer.strategy": "ddp_fork"}
+
+
+@pytest.mark.filterwarnings("ignore::lightning.fabric.utilities.warnings.PossibleUserWarning")  # srun: as in train.py
+@pytest.mark.parametrize("devices", [1, 2, "3", "auto", -1, 0, [0], [0, 1]])
+def test_devices_on_the_cpu_are_refused_where_lightnings_trainer_refuses_them(devices):
+    try:
+        L.Trainer(accelerator="cpu", devices=devices, logger=False, enable_checkpointing=False)
+    except (TypeError, ValueError, MisconfigurationException):
+        refused_by_lightning = True
+    else:
+        refused_by_lightning = False
+    value = OmegaConf.create({"devices": devices}).devices
+    if refused_by_lightning:
+        with pytest.raises(ConfigError, match=r"trainer\.devices=.* is invalid on the cpu accelerator"):
+            check_devices(value, "cpu")
+    else:
+        check_devices(value, "cpu")

@@ -1,19 +1,24 @@
-"""``trainer.accelerator`` and ``trainer.strategy`` against the names Lightning knows.
+"""The trainer settings that Lightning itself refuses only when the Trainer is built, after the run dir exists,
+asked of Lightning's own public registries and parsers first, so that a wrong one is one line naming the setting
+and what is allowed:
 
-Lightning refuses a name it does not know only when the Trainer is built, after the run dir exists, and in a
-message of its own. Here the names come from Lightning's registries (``AcceleratorRegistry``,
-``StrategyRegistry``) and a wrong one is one line that names the setting and lists what is allowed.
+- ``trainer.accelerator`` and ``trainer.strategy`` against ``AcceleratorRegistry`` and ``StrategyRegistry``
+  (:func:`check_trainer_names`, a config rule: a sweep checks it for every job before the first starts);
+- ``trainer.devices`` as the run's accelerator parses it (its ``parse_devices``: ``trainer.devices=-1`` or a
+  list is refused on the CPU), once the accelerator is known (:func:`check_devices`, with the machine checks).
 
 Lightning is imported only when the config names an accelerator or a strategy (a trainer preset such as
-``trainer=cpu`` or ``trainer=ddp_sim``, or an override): the default trainer names neither (the ``device`` knob
-picks the accelerator), so a config error of a plain command line stays as quick as it was.
+``trainer=cpu`` or ``trainer=ddp_sim``, or an override), or for the machine checks of a run about to train: the
+default trainer names neither (the ``device`` knob picks the accelerator), so a config error of a plain command
+line stays as quick as it was.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
@@ -25,6 +30,11 @@ STRATEGY_ALIASES = ("auto",)
 # Lightning registers each DDP strategy twice more, with these endings: the error line names them once, so that the
 # whole list fits in it. Only the line is shortened; what is allowed is the registry's.
 VARIANT_ENDINGS = ("_find_unused_parameters_true", "_find_unused_parameters_false")
+# The accelerator as the checks resolve it (run/preflight.py's resolve_accelerator: "gpu" is CUDA's), by the name
+# Lightning registers it under.
+REGISTERED_AS = {"gpu": "cuda"}
+DEVICES_ALLOWED = {"cpu": "a positive number of processes, or auto"}
+DEVICES_ALLOWED_ELSEWHERE = "a number of devices or a list of device indices that torch sees here, -1 (all) or auto"
 
 
 def named(trainer: DictConfig) -> dict[str, str]:
@@ -65,3 +75,21 @@ def check_trainer_names(trainer: DictConfig) -> None:
         if value not in allowed[setting]:
             raise ConfigError(f"{setting}={value} is invalid: choose one of {listed(allowed[setting])}"
                               f"{did_you_mean(value, allowed[setting], f'{setting}=')}")
+
+
+def check_devices(devices: Any, accelerator: str) -> None:
+    """Raises a ConfigError for a ``trainer.devices`` that ``accelerator``'s own parser refuses ("auto" is the
+    Trainer's own, before any parser)."""
+    name = REGISTERED_AS.get(accelerator, accelerator)
+    if devices == "auto" or name == "auto":
+        return
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+
+    value = OmegaConf.to_object(devices) if OmegaConf.is_list(devices) else devices
+    try:
+        type(AcceleratorRegistry.get(name)).parse_devices(value)
+    except (TypeError, ValueError, MisconfigurationException) as err:
+        shown = f"[{','.join(map(str, value))}]" if isinstance(value, list) else value  # as it is typed
+        raise ConfigError(f"trainer.devices={shown} is invalid on the {name} accelerator: use "
+                          f"{DEVICES_ALLOWED.get(name, DEVICES_ALLOWED_ELSEWHERE)}") from err
