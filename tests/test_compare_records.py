@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 
 import pytest
 from PIL import Image
@@ -53,6 +54,15 @@ def test_nan_and_infinite_metrics_are_shown_and_never_best(tmp_path):
     markdown = (sweep / "compare.md").read_text()
     assert "| 0 | `heads=1` | ok | nan | inf |" in markdown and "| 1 | `heads=2` | ok | 0.5000 ★ |" in markdown
     assert "| 2 | `heads=3` | ok | inf | -inf |" in markdown
+
+
+def test_a_job_dir_named_with_another_scripts_digit_is_reviewed_as_any_dir(tmp_path):
+    """"²" passes str.isdigit but int() refuses it: a sweep dir holding such a dir ended the review in a traceback."""
+    sweep = tmp_path / "sweep"
+    two_jobs(sweep, '{"val/seq_acc": 0.25, "global_step": 60, "params": 1234}')
+    shutil.copytree(sweep / "0", sweep / "²")
+    _, rows, warnings = compare(sweep)
+    assert warnings == [] and [r["val/seq_acc"] for r in rows] == ["0.25", "0.5", "0.25"]
 
 
 def test_infinite_params_is_marked_unreadable(tmp_path):

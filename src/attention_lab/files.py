@@ -33,6 +33,14 @@ RESUME_LOCK = ".resume.lock"  # held by the resume of a sweep, in the sweep dir
 SAVED_OVERRIDES = Path(".hydra") / "overrides.yaml"
 SAVED_CONFIG = Path(".hydra") / "config.yaml"
 
+
+def natural(text: str) -> int | None:
+    """The non-negative integer that ``text`` writes in ASCII digits, else None: for the numbers in names that come
+    from data (a job dir's name, a layer, head or index in a TensorBoard tag, a key of a record). ``str.isdigit``
+    also holds for characters such as "²", which ``int`` refuses, and ``str.isdecimal`` for the digits of other
+    scripts ("٣"), which would name job 3 a second time."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
 # The most bytes the lab reads of a record, by its name. Each is far above what the lab writes (a run's
 # overrides.yaml and run_info.json hold a few lines, a sweep's multirun.yaml one copy of the config) and far below
 # what takes minutes to read: every override in it is parsed and composed again, so the time and memory of a

@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from attention_lab.files import natural
 from attention_lab.head_scores import HEAD_SCORE_KINDS
 
 ABLATIONS = ("zero", "mean")  # the head's output set to 0 / to its mean over the validation set
@@ -51,13 +52,44 @@ def composition_prefix(kind: str) -> str:
     return f"composition/{kind}/"
 
 
+def layer_head(layer: int, head: int) -> str:
+    return f"layer{layer}/head{head}"
+
+
+def parse_layer_head(text: str) -> tuple[int, int] | None:
+    """(layer, head) of ``layer{l}/head{h}``, else None."""
+    layer, _, head = text.partition("/")
+    numbers = natural(layer.removeprefix("layer")), natural(head.removeprefix("head"))
+    if layer.startswith("layer") and head.startswith("head") and None not in numbers:
+        return numbers
+    return None
+
+
 def composition_tag(kind: str, writer: tuple[int, int], reader: tuple[int, int]) -> str:
     """How much ``writer`` (layer, head) feeds ``reader``'s queries, keys or values (kind in COMPOSITIONS)."""
-    return f"{composition_prefix(kind)}layer{writer[0]}/head{writer[1]}/layer{reader[0]}/head{reader[1]}"
+    return f"{composition_prefix(kind)}{layer_head(*writer)}/{layer_head(*reader)}"
+
+
+def parse_composition_tag(tag: str) -> tuple[str, tuple[int, int], tuple[int, int]] | None:
+    """(kind, writer, reader) of a :func:`composition_tag`, else None."""
+    for kind in COMPOSITIONS:
+        if tag.startswith(prefix := composition_prefix(kind)):
+            parts = tag.removeprefix(prefix).split("/")
+            writer, reader = parse_layer_head("/".join(parts[:2])), parse_layer_head("/".join(parts[2:]))
+            return (kind, writer, reader) if len(parts) == 4 and writer and reader else None
+    return None
+
+
+COPYING_PREFIX = "circuit/copying/"
 
 
 def copying_tag(layer: int, head: int) -> str:
-    return f"circuit/copying/layer{layer}/head{head}"
+    return f"{COPYING_PREFIX}{layer_head(layer, head)}"
+
+
+def parse_copying_tag(tag: str) -> tuple[int, int] | None:
+    """(layer, head) of a :func:`copying_tag`, else None."""
+    return parse_layer_head(tag.removeprefix(COPYING_PREFIX)) if tag.startswith(COPYING_PREFIX) else None
 
 
 FAMILIES = (ENTROPY, *(score_family(k) for k in HEAD_SCORE_KINDS),
@@ -81,14 +113,14 @@ class HeadMetric:
     def parse(cls, tag: str) -> HeadMetric | None:
         """The record of a tag this module writes, or None for any other name."""
         family, _, rest = tag.rpartition("/layer")
-        layer, _, head = rest.partition("/")
-        if family not in FAMILIES or not layer.isdigit():
+        text, _, head = rest.partition("/")
+        layer = natural(text)
+        if family not in FAMILIES or layer is None:
             return None
         if head == WHOLE_LAYER and family in WHOLE_LAYER_FAMILIES:
-            return cls(family, int(layer), None)
-        if head.startswith("head") and head[4:].isdigit():
-            return cls(family, int(layer), int(head[4:]))
-        return None
+            return cls(family, layer, None)
+        number = natural(head.removeprefix("head"))
+        return cls(family, layer, number) if head.startswith("head") and number is not None else None
 
 
 def tag(family: str, layer: int, head: int | None) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from attention_lab.files import natural
+
 LOSS_BY_INDEX = "val/loss_by_index"
 
 
@@ -15,7 +17,7 @@ def index_tag(index: int) -> str:
 
 def is_index_tag(name: str) -> bool:
     head, _, index = name.rpartition("/")
-    return head == LOSS_BY_INDEX and index.isdigit()
+    return head == LOSS_BY_INDEX and natural(index) is not None
 
 
 def by_index(metrics: Mapping[str, float]) -> list[float | None]:

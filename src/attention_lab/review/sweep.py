@@ -159,7 +159,8 @@ def seed_groups(sweep: Sweep) -> list[Group]:
 # ---------------------------------------------------------------------------------------------- files
 
 def natural_key(name: str) -> list:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+    # ASCII digits only: each odd part is a number, each even part text, so any two keys compare.
+    return [int(part) if i % 2 else part for i, part in enumerate(re.split(r"([0-9]+)", name))]
 
 
 def find_job_dirs(sweep_dir: Path) -> list[Path]:

@@ -43,6 +43,7 @@ from attention_lab.files import (
     SAVED_OVERRIDES,
     TRACEBACK,
     UnreadableRecord,
+    natural,
     read_json,
     read_yaml_record,
     recorded_overrides,
@@ -116,7 +117,7 @@ def optuna_overrides(sweep_dir: Path, sweeper: Any, setting: str) -> list[str]:
     ``lab.job_subdir`` adds the offset). A seeded sampler gets another seed per resume: with the same one it
     would propose the same first trials again. Raises ConfigError for a study that is not the sweep's own, or a
     sweep with nothing left to run."""
-    numbers = [int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()]
+    numbers = [n for p in sweep_dir.iterdir() if p.is_dir() and (n := natural(p.name)) is not None]
     check_own_study(sweep_dir, sweeper, setting, trials_run=len(numbers))
     done = sum(parse(read_json(sweep_dir / str(n) / RUN_INFO))[0].status is RunStatus.OK for n in numbers)
     if done >= int(sweeper.n_trials):

@@ -34,6 +34,7 @@ from attention_lab.files import (
     RUN_INFO,
     SUMMARY,
     SUMMARY_CSV,
+    natural,
     read_json,
     replace_atomically,
     secondary_process,
@@ -49,14 +50,15 @@ log = logging.getLogger(__name__)
 
 
 def job_number(job_dir: Path) -> int | None:
-    return int(job_dir.name) if job_dir.name.isdigit() else None
+    return natural(job_dir.name)
 
 
 def summary_rows(sweep_dir: Path, *, final: bool = False) -> list[dict[str, Any]]:
     """One row per job dir under sweep_dir that has a run_info.json, ordered by job number. A malformed record is
     a failed row that says so; a job refused because its dir holds another run is a failed row of its own, in
     place of that run's."""
-    refused = {int(n): row for n, row in read_json(sweep_dir / REFUSED).items() if n.isdigit() and isinstance(row, dict)}
+    refused = {number: row for n, row in read_json(sweep_dir / REFUSED).items()
+               if (number := natural(n)) is not None and isinstance(row, dict)}
     rows = []
     for info_path in [*sweep_dir.glob(f"*/{RUN_INFO}"), *sweep_dir.glob(f"*/*/{RUN_INFO}")]:
         job_dir = info_path.parent

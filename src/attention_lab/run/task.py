@@ -28,6 +28,7 @@ from attention_lab.files import (
     SAVED_OVERRIDES,
     SUMMARY,
     TRACEBACK,
+    natural,
     save_yaml,
     secondary_process,
 )
@@ -79,8 +80,8 @@ class RunTask:
         self.multirun = hydra_cfg.mode == RunMode.MULTIRUN
         self.run_dir = Path(hydra_cfg.runtime.output_dir)
         # A job's number is its dir's name: a resumed Optuna sweep numbers its new jobs after the existing ones.
-        self.job = (int(self.run_dir.name) if self.run_dir.name.isdigit() else int(hydra_cfg.job.num)) \
-            if self.multirun else None
+        number = natural(self.run_dir.name)
+        self.job = (int(hydra_cfg.job.num) if number is None else number) if self.multirun else None
         self.overrides = overrides_as_typed(hydra_cfg, "task")
         self.resumed_sweep = self.multirun and bool(cfg.get("resume"))
         if self.resumed_sweep:  # resume=<sweep dir>: the job's own overrides are the rest

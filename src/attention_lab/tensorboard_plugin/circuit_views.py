@@ -12,9 +12,7 @@ provider as the head scores are (:meth:`~attention_lab.tensorboard_plugin.run_da
 
 from __future__ import annotations
 
-import re
-
-from attention_lab.head_metrics import COMPOSITIONS, PATCHING
+from attention_lab.head_metrics import COMPOSITIONS, PATCHING, parse_composition_tag, parse_copying_tag
 from attention_lab.index_tags import is_index_tag
 from attention_lab.tensorboard_plugin.focus import pair_with_maps
 from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_LAYERS, MAX_WORDS
@@ -23,8 +21,6 @@ from attention_lab.tensorboard_plugin.scores import finite, grids_at, parse_tag,
 
 Series = dict[str, list[tuple[int, float]]]  # tag -> (step, value) points sorted by step
 
-COMPOSITION_TAG = re.compile(r"composition/(?P<kind>[a-z]+)/layer(?P<a>\d+)/head(?P<i>\d+)/layer(?P<b>\d+)/head(?P<j>\d+)")
-COPYING_TAG = re.compile(r"circuit/copying/layer(?P<l>\d+)/head(?P<h>\d+)")
 MAX_INDICES = MAX_WORDS  # target indices of the loss-by-index heatmap: one per word of a sequence at most
 
 DESCRIPTIONS = {
@@ -38,25 +34,25 @@ DESCRIPTIONS = {
 
 def within(*sizes: tuple[str, int]) -> bool:
     """Whether every layer and head index lies inside the tab's limits."""
-    return all(int(value) < (MAX_LAYERS if what == "layer" else MAX_HEADS) for what, value in sizes)
+    return all(value < (MAX_LAYERS if what == "layer" else MAX_HEADS) for what, value in sizes)
 
 
 def composition_key(tag: str) -> tuple[str, int, int, int, int] | None:
     """(kind, writer layer, writer head, reader layer, reader head) of a composition tag, else None."""
-    found = COMPOSITION_TAG.fullmatch(tag)
-    if found is None or found["kind"] not in COMPOSITIONS:
+    found = parse_composition_tag(tag)
+    if found is None:
         return None
-    a, i, b, j = (int(found[name]) for name in "aibj")
+    kind, (a, i), (b, j) = found
     if not within(("layer", a), ("head", i), ("layer", b), ("head", j)):
         return None
-    return found["kind"], a, i, b, j
+    return kind, a, i, b, j
 
 
 def copying_key(tag: str) -> tuple[int, int] | None:
-    found = COPYING_TAG.fullmatch(tag)
-    if found is None or not within(("layer", found["l"]), ("head", found["h"])):
+    found = parse_copying_tag(tag)
+    if found is None or not within(("layer", found[0]), ("head", found[1])):
         return None
-    return int(found["l"]), int(found["h"])
+    return found
 
 
 def index_of(tag: str) -> int | None:
