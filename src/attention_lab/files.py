@@ -33,14 +33,6 @@ RESUME_LOCK = ".resume.lock"  # held by the resume of a sweep, in the sweep dir
 SAVED_OVERRIDES = Path(".hydra") / "overrides.yaml"
 SAVED_CONFIG = Path(".hydra") / "config.yaml"
 
-
-def natural(text: str) -> int | None:
-    """The non-negative integer that ``text`` writes in ASCII digits, else None: for the numbers in names that come
-    from data (a job dir's name, a layer, head or index in a TensorBoard tag, a key of a record). ``str.isdigit``
-    also holds for characters such as "²", which ``int`` refuses, and ``str.isdecimal`` for the digits of other
-    scripts ("٣"), which would name job 3 a second time."""
-    return int(text) if text.isascii() and text.isdigit() else None
-
 # The most bytes the lab reads of a record, by its name. Each is far above what the lab writes (a run's
 # overrides.yaml and run_info.json hold a few lines, a sweep's multirun.yaml one copy of the config) and far below
 # what takes minutes to read: every override in it is parsed and composed again, so the time and memory of a
@@ -51,6 +43,14 @@ RESULTS_LIMIT = 64 << 20  # any other record: metrics.json, sweep_summary.json, 
 # Deeper than any record the lab writes (about 6 levels), and shallower than Python's recursion limit, which any
 # reader of a deeper one (json.dumps, OmegaConf) would hit.
 MAX_RECORD_DEPTH = 100
+
+
+def natural(text: str) -> int | None:
+    """The non-negative integer that ``text`` writes in ASCII digits, else None: for the numbers in names that come
+    from data (a job dir's name, a layer, head or index in a TensorBoard tag, a key of a record). ``str.isdigit``
+    also holds for characters such as "²", which ``int`` refuses, and ``str.isdecimal`` for the digits of other
+    scripts ("٣"), which would name job 3 a second time."""
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def replace_atomically(path: Path, write: Callable[[Path], object]) -> None:
