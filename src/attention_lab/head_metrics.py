@@ -107,20 +107,22 @@ class HeadMetric:
 
     @property
     def tag(self) -> str:
-        return f"{self.family}/layer{self.layer}/{WHOLE_LAYER if self.head is None else f'head{self.head}'}"
+        if self.head is None:
+            return f"{self.family}/layer{self.layer}/{WHOLE_LAYER}"
+        return f"{self.family}/{layer_head(self.layer, self.head)}"
 
     @classmethod
     def parse(cls, tag: str) -> HeadMetric | None:
         """The record of a tag this module writes, or None for any other name."""
         family, _, rest = tag.rpartition("/layer")
-        text, _, head = rest.partition("/")
-        layer = natural(text)
-        if family not in FAMILIES or layer is None:
+        if family not in FAMILIES:
             return None
+        text, _, head = rest.partition("/")
         if head == WHOLE_LAYER and family in WHOLE_LAYER_FAMILIES:
-            return cls(family, layer, None)
-        number = natural(head.removeprefix("head"))
-        return cls(family, layer, number) if head.startswith("head") and number is not None else None
+            layer = natural(text)
+            return None if layer is None else cls(family, layer, None)
+        found = parse_layer_head(f"layer{rest}")
+        return None if found is None else cls(family, *found)
 
 
 def tag(family: str, layer: int, head: int | None) -> str:
