@@ -17,7 +17,7 @@ visualize/ in it that links elsewhere is refused, and the page is written as a n
 
 import sys
 
-from attention_lab.review.cli import ReviewArgumentParser, ReviewError, setup_logging
+from attention_lab.review.cli import REVIEW_FAILURES, ReviewArgumentParser, failed, setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,9 +36,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         result = snapshot(args.run, out=args.out)
-    except ReviewError as err:
-        print(console(f"error: {err}"), file=sys.stderr)
-        return 1
+    except REVIEW_FAILURES as err:
+        return failed(err, parser.prog, args.run)
     for label, steps in result["runs"]:
         print(console(f"run:      {label} ({len(steps)} logged steps, {steps[0]} to {steps[-1]})"))
     print(console(f"snapshot: {result['path']}"))

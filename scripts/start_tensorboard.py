@@ -54,11 +54,13 @@ def newest_sweep(outputs: Path) -> Path | None:
 
 def default_logdir(outputs: Path) -> tuple[Path, str]:
     """What a bare ``start_tensorboard.py`` opens, and the line that says so: the newest sweep, else ``outputs``."""
+    from attention_lab.commands import script_command
+
     sweep = newest_sweep(outputs)
     if sweep is None:
         return outputs, f"TensorBoard on every run under {outputs} (no sweep there)"
     return sweep, (f"TensorBoard on the newest sweep, {sweep} (its HParams table compares its jobs); every run and "
-                   f"sweep: python scripts/start_tensorboard.py {outputs}")
+                   f"sweep: {script_command('start_tensorboard.py', str(outputs))}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ that links elsewhere is refused, and each file is written as a new file, never t
 
 import sys
 
-from attention_lab.review.cli import ReviewArgumentParser, ReviewError, setup_logging
+from attention_lab.review.cli import REVIEW_FAILURES, ReviewArgumentParser, failed, setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,9 +41,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:  # path and --out errors come before the heavy imports
         result = visualize(args.run, args.text, out=args.out, tensorboard=args.tensorboard)
-    except ReviewError as err:
-        print(console(f"error: {err}"), file=sys.stderr)
-        return 1
+    except REVIEW_FAILURES as err:
+        return failed(err, parser.prog, args.run)
     maps = result["maps"]
     lines = [f"checkpoint: {result['checkpoint']} (step {result['step']})",
              f"input:      {' '.join(maps.words)}",

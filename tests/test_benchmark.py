@@ -23,7 +23,7 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import run_in_process
+from conftest import compose_config, run_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
@@ -118,7 +118,7 @@ def test_circuit_metrics_rows_add_up(quick):
     assert added > 0
     assert rows["C/circuit_metrics_per_validation"]["value"] == pytest.approx(
         added / rows["C/validation_pass_ms"]["value"] * 100)
-    every = 50  # configs/trainer/default.yaml's val_check_interval
+    every = compose_config().trainer.val_check_interval  # the default run's (configs/trainer/default.yaml)
     shares = [added / 1000 * (run["steps"] // every + 1) / run["process_s"] * 100 for run in result["runs"]
               if run.get("kind") == "maps_on"]
     assert rows["C/circuit_metrics_run_share"]["samples"] == pytest.approx(shares)

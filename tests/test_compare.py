@@ -16,6 +16,7 @@ from PIL import Image
 from attention_lab.review.cli import ReviewError
 from attention_lab.review.compare import format_seconds, format_stat, show_groups, to_markdown
 from attention_lab.review.sweep import collect_sweep, load_summary, mean_std, seed_groups
+from attention_lab.review.verdict import rank
 from conftest import ROOT, run_in_process, run_train, unwritable_out
 
 COMPARE = ROOT / "scripts" / "compare.py"
@@ -53,7 +54,7 @@ def test_compare_script_reports_every_job(sweep, tmp_path):
     good, bad = table[1], table[0]
     assert float(good["val/seq_acc"]) == pytest.approx(metrics["val/seq_acc"])
     assert float(good["val/loss"]) == pytest.approx(metrics["val/loss"])
-    assert int(good["params"]) == metrics["params"] and good["best"] == "True"
+    assert int(good["params"]) == metrics["params"] and good["best"] == "False"  # one seed separates nothing
     assert float(good["wall_time_s"]) > 0
     assert bad["val/seq_acc"] == "" and bad["error"]
     if (sweep / "sweep_summary.json").is_file():  # the sweep recorded the job's exception
@@ -94,7 +95,7 @@ def test_summary_and_run_info_are_used(sweep, tmp_path):
     assert set(load_summary(sweep)) >= {"0", "1"}
     result = collect_sweep(sweep)
     assert [(j.status, j.error) for j in result.jobs] == [("failed", "ValueError: boom"), ("ok", "")]
-    assert result.jobs[1].wall_time_s == 12.5 and result.jobs[1].best
+    assert result.jobs[1].wall_time_s == 12.5
 
 
 def test_bad_sweep_dir_fails_with_one_line(tmp_path):
@@ -158,7 +159,7 @@ def test_statuses_as_the_sweep_recorded_them(written_sweep):
         ("0", "heads=1", "ok"), ("1", "heads=2", "ok"), ("2", "heads=3", "failed"), ("3", "heads=4", "interrupted"),
         ("4", "heads=6", "running"), ("5", "heads=8", "failed")]
     jobs = result.jobs
-    assert [j.best for j in jobs] == [False, True, False, False, False, False]
+    assert rank(result).winner is None  # one seed per configuration separates nothing
     assert (jobs[1].metrics, jobs[1].params, jobs[1].steps, jobs[1].wall_time_s) == (
         {"val/seq_acc": 0.875, "val/loss": 0.25}, 2345, 60, 4.0)
     assert jobs[2].error == "model.num_heads=3 is invalid: d_model=48 is not divisible"
@@ -254,9 +255,9 @@ def test_seed_groups_in_the_reports(seed_sweep):
     cell1 = f"{acc1:.4f} ± {acc1_std:.4f} (n=3)"
     cell2 = f"{acc2:.4f} ± {acc2_std:.4f} (n=2 of 3)"
     assert (cell1, cell2) == ("0.8229 ± 0.0786 (n=3)", "0.9922 ± 0.0110 (n=2 of 3)")  # the numbers by hand
-    solve_cell1 = f"2/3 solved, {solve1:.0f} ± {solve1_std:.0f}"
-    solve_cell2 = f"2/2 solved, {solve2:.0f} ± {solve2_std:.0f} (n=2 of 3)"
-    assert (solve_cell1, solve_cell2) == ("2/3 solved, 250 ± 71", "2/2 solved, 200 ± 71 (n=2 of 3)")
+    solve_cell1 = f"2/3 solved, {solve1:.1f} ± {solve1_std:.1f}"  # a mean of step counts: one decimal
+    solve_cell2 = f"2/2 solved, {solve2:.1f} ± {solve2_std:.1f} (n=2 of 3)"
+    assert (solve_cell1, solve_cell2) == ("2/3 solved, 250.0 ± 70.7", "2/2 solved, 200.0 ± 70.7 (n=2 of 3)")
 
     # The console: the per-job table (steps_to_solve column), then the grouped one.
     out = proc.stdout
@@ -273,7 +274,8 @@ def test_seed_groups_in_the_reports(seed_sweep):
     per_job, seeds = markdown.split("## Seeds")
     assert "| 0 | `heads=1 seed=0` | ok | 0.7500 | 0.6100 | never |" in per_job
     assert "| configuration | seeds | jobs | val/seq_acc | val/loss | steps_to_solve |" in seeds
-    assert f"| `heads=2` | 0, 1, 2 | 2 ok, 1 failed | {cell2} |" in seeds
+    # 0.9922 - 0.8229 > 0.0786, the larger std: the seeds separate heads=2, the best
+    assert f"| `heads=2` | 0, 1, 2 | 2 ok, 1 failed | {cell2} ★ |" in seeds
 
     with (seed_sweep / "compare.csv").open() as f:
         per_job_csv = list(csv.DictReader(f))
@@ -316,7 +318,7 @@ def test_best_head_score_column_on_request(tmp_path):
     assert chosen.metric_names[0] == "head_score/induction/max"
     assert [j.metrics["head_score/induction/max"] for j in chosen.jobs] == [0.55, 0.81]
     assert "head_score/previous_token/max" not in chosen.jobs[0].metrics
-    assert [j.best for j in chosen.jobs] == [False, True]
+    assert (chosen.metric, chosen.direction) == ("head_score/induction/max", "maximize")
 
 
 # ---------------------------------------------------------------------------------------------- compare.png
@@ -331,7 +333,7 @@ def tied_sweep(tmp_path, steps_to_solve):
 
 
 def chart_texts(sweep_dir):
-    from attention_lab.review.compare import bar_figure
+    from attention_lab.review.compare_chart import bar_figure
 
     (ax,) = bar_figure(collect_sweep(sweep_dir)).axes
     return ax.get_title(), ax.get_xlabel(), [text.get_text() for text in ax.texts]
@@ -339,19 +341,20 @@ def chart_texts(sweep_dir):
 
 def test_a_chart_of_jobs_that_tie_draws_the_metric_that_tells_them_apart(tmp_path):
     title, xlabel, labels = chart_texts(tied_sweep(tmp_path, (550, 250, 150)))
-    assert labels == ["550", "250", "150 ★ best"]
+    assert labels == ["550", "250", "150"]  # one seed each: none is separated from the others
     assert xlabel == "steps_to_solve (lower is better)"
-    assert title.startswith("steps_to_solve per configuration (val/seq_acc ties at 1.000)")
+    assert title.startswith("steps_to_solve per configuration (val/seq_acc ties at 1.000 · no best: one seed per "
+                            "configuration)")
 
 
 def test_a_chart_of_jobs_that_tie_on_every_metric_says_so(tmp_path):
     title, _, labels = chart_texts(tied_sweep(tmp_path, (250, 250, 250)))
     assert labels == ["1.000", "1.000", "1.000"]  # no job is the best of equals
     assert ("(every job ties: val/seq_acc ties at 1.000; no other metric tells them apart (steps_to_solve, "
-            "val/loss))") in title
+            "val/loss) · no best: one seed per configuration)") in title
 
 
 def test_a_chart_of_jobs_that_differ_draws_the_optimized_metric(written_sweep):
     title, xlabel, labels = chart_texts(written_sweep)
     assert xlabel == "val/seq_acc (higher is better)" and "ties" not in title
-    assert labels == ["0.750", "0.875 ★ best", "failed", "interrupted", "running", "failed"]
+    assert labels == ["0.750", "0.875", "failed", "interrupted", "running", "failed"]

@@ -50,9 +50,9 @@ def test_nan_and_infinite_metrics_are_shown_and_never_best(tmp_path):
     proc, rows, warnings = compare(sweep)
     assert warnings == []  # NaN and infinities are values the lab can write: shown, not unreadable
     assert [(r["val/seq_acc"], r["val/loss"], r["best"]) for r in rows] == [
-        ("nan", "inf", "False"), ("0.5", "0.7", "True"), ("inf", "-inf", "False")]
+        ("nan", "inf", "False"), ("0.5", "0.7", "False"), ("inf", "-inf", "False")]  # one seed: no best
     markdown = (sweep / "compare.md").read_text()
-    assert "| 0 | `heads=1` | ok | nan | inf |" in markdown and "| 1 | `heads=2` | ok | 0.5000 ★ |" in markdown
+    assert "| 0 | `heads=1` | ok | nan | inf |" in markdown and "| 1 | `heads=2` | ok | 0.5000 |" in markdown
     assert "| 2 | `heads=3` | ok | inf | -inf |" in markdown
 
 

@@ -12,7 +12,8 @@ from conftest import TRAIN, run_script, script_env
 
 def users_shell(tmp_path: Path) -> dict[str, str]:
     """The environment of a user's shell on a machine with SLURM installed: Python's warnings not silenced (the
-    tests' own runs silence them) and an `srun` on PATH, outside any SLURM allocation."""
+    tests' own runs silence them) and an `srun` on PATH, outside any SLURM allocation; its console a terminal
+    (Rich's FORCE_COLOR: the progress bar is drawn only there, callbacks/progress_bar.py)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
@@ -20,6 +21,7 @@ def users_shell(tmp_path: Path) -> dict[str, str]:
     env = {key: value for key, value in script_env().items()
            if key != "PYTHONWARNINGS" and not key.startswith("SLURM_")}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    env["FORCE_COLOR"] = "1"
     return env
 
 

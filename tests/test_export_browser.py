@@ -39,6 +39,7 @@ SCALARS = {"head_score/previous_token/layer0/head0": [(9, 0.5), (19, 0.75)],
 # the loss by index as written above: a row per logged step, a column per target index (None: not logged)
 LOSS_BY_INDEX = {9: [2.0, 3.0, 2.5], 39: [0.5, None, 1.25]}
 PANEL = "document.querySelector('section.panel')"
+OPEN_SECTIONS = "document.querySelectorAll('details.section').forEach(d => { d.open = true; })"  # tables: one click
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +94,10 @@ def test_csv_and_file_names_keep_words_as_data(chromium, tensorboard):
 def open_tab(browser: Chromium, tensorboard) -> tuple[str, dict]:
     """The tab's page (what TensorBoard puts in the tab's frame), loaded anew: Chrome lets a page start some ten
     downloads in a row and then asks the user whether to allow more (headless: refuses), so each test starts
-    fewer."""
+    fewer. Its collapsed sections (scores, circuits) opened."""
     browser.navigate(f"{tensorboard.base_url}/data/plugin_entry.html?name=attention_lab")
     wait_for(browser, f"document.body.dataset.ready === 'true' && {PANEL}.dataset.state === 'maps'", "maps")
+    browser.evaluate(OPEN_SECTIONS)
     run = tensorboard.get_json("/data/plugin/attention_lab/runs")["runs"][0]["run"]
     return run, tensorboard.get_json("/data/plugin/attention_lab/maps", run=run)
 
@@ -231,6 +233,7 @@ def test_the_offline_snapshot_shows_every_logged_step_without_the_network(chromi
     try:
         chromium.navigate(page.as_uri())
         wait_for(chromium, f"document.body.dataset.ready === 'true' && {PANEL}.dataset.state === 'maps'", "snapshot")
+        chromium.evaluate(OPEN_SECTIONS)
         assert chromium.evaluate("document.querySelector('input.step-slider').max") == str(len(STEPS) - 1)
         shown_before = None
         for index, step in enumerate(STEPS):

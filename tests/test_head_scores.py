@@ -13,7 +13,7 @@ from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from attention_lab.attention.hooks import capture
-from attention_lab.callbacks.head_score_maps import HeadScoreMaps, score_image
+from attention_lab.callbacks.head_score_maps import HeadScoreMaps, image_tag, score_image
 from attention_lab.head_metrics import score_grid
 from attention_lab.head_scores import (
     head_scores,
@@ -149,7 +149,7 @@ def test_during_training_only_every_n_steps(tmp_path):
     for step in (50, 100, 200, 250):
         trainer.global_step = step
         callback.on_validation_end(trainer, None)
-    assert [image.step for image in written_events(logger).Images("head_score/self")] == [200]
+    assert [image.step for image in written_events(logger).Images(image_tag("head_score/self"))] == [200]
 
 
 def test_by_default_only_the_final_validation_is_drawn(tmp_path):
@@ -157,7 +157,7 @@ def test_by_default_only_the_final_validation_is_drawn(tmp_path):
     callback = HeadScoreMaps()
     callback.on_validation_end(one_score_trainer(logger, 200, DURING_TRAINING), None)  # its scalars only
     callback.on_validation_end(one_score_trainer(logger, 250, FINAL_VALIDATION), None)
-    assert [image.step for image in written_events(logger).Images("head_score/self")] == [250]
+    assert [image.step for image in written_events(logger).Images(image_tag("head_score/self"))] == [250]
 
 
 def test_callback_draws_one_heatmap_per_logged_kind(tmp_path):
@@ -169,14 +169,15 @@ def test_callback_draws_one_heatmap_per_logged_kind(tmp_path):
                               callback_metrics={**metrics, "val/loss": torch.tensor(0.5)})
     HeadScoreMaps().on_validation_end(trainer, None)
     events = written_events(logger)
-    assert set(events.Tags()["images"]) == {"head_score/self", "head_score/previous_token"}
-    self_image = events.Images("head_score/self")
+    assert set(events.Tags()["images"]) == {image_tag("head_score/self"), image_tag("head_score/previous_token")}
+    self_image = events.Images(image_tag("head_score/self"))
     assert [image.step for image in self_image] == [7]
     pixels = np.asarray(Image.open(io.BytesIO(self_image[0].encoded_image_string)).convert("RGB"))
     # viridis at 1.0 is yellow (253, 231, 37), at 0.0 dark purple (68, 1, 84): each map shows its own colour.
     yellow = np.all(np.abs(pixels.astype(int) - [253, 231, 37]) < 8, axis=-1).sum()
     assert yellow > 6 * 100  # six cells of 32 x 32 pixels, less the annotation text
-    other = np.asarray(Image.open(io.BytesIO(events.Images("head_score/previous_token")[0].encoded_image_string)))
+    previous = events.Images(image_tag("head_score/previous_token"))[0]
+    other = np.asarray(Image.open(io.BytesIO(previous.encoded_image_string)))
     purple = np.all(np.abs(other[..., :3].astype(int) - [68, 1, 84]) < 8, axis=-1).sum()
     assert purple > 6 * 100
 
@@ -195,7 +196,7 @@ def test_the_same_step_is_drawn_once(tmp_path):
     callback.on_validation_end(trainer, None)  # the final validation after training: the same step
     trainer.global_step = 9
     callback.on_validation_end(trainer, None)
-    assert [image.step for image in written_events(logger).Images("head_score/self")] == [5, 9]
+    assert [image.step for image in written_events(logger).Images(image_tag("head_score/self"))] == [5, 9]
 
 
 @pytest.mark.parametrize("model", ["multihead", "cross"])

@@ -33,9 +33,10 @@ KNOBS = {"model", "mixers", "heads", "kv_heads", "d_model", "layers", "mask", "w
          "batch_size", "dropout", "seed"}
 
 
-def hparams_columns(logdir: Path) -> list[str]:
+def hparams_columns(logdir: Path, metrics: bool = False) -> list[str]:
     """The HParams table's columns as TensorBoard's hparams plugin computes them for ``logdir`` (its own backend,
-    in-process: the experiment of the first run it reads)."""
+    in-process: the experiment of the first run it reads, its hparams in the backend's order); with ``metrics``,
+    its metric columns after them (the dashboard's layout)."""
     from tensorboard import context
     from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
     from tensorboard.plugins import base_plugin
@@ -47,9 +48,9 @@ def hparams_columns(logdir: Path) -> list[str]:
     provider = data_provider.MultiplexerDataProvider(multiplexer, str(logdir))
     backend = backend_context.Context(base_plugin.TBContext(data_provider=provider, logdir=str(logdir)))
     request = context.RequestContext()
-    experiment = backend.experiment_from_metadata(request, "", False, backend.hparams_metadata(request, ""),
-                                                  backend.hparams_from_data_provider(request, "", 0))
-    return [info.name for info in experiment.hparam_infos]
+    experiment = backend.experiment_from_metadata(request, "", metrics, backend.hparams_metadata(request, ""),
+                                                  backend.hparams_from_data_provider(request, "", 0), 1000)
+    return [info.name for info in experiment.hparam_infos] + [info.name.tag for info in experiment.metric_infos]
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +75,7 @@ def test_a_sweep_job_shows_every_knob_and_what_the_sweep_varies(sweep: Path):
 def test_a_single_run_shows_every_knob(tiny_trained_run: Path):
     shown = logged_hparams(tiny_trained_run)
     assert set(shown) == KNOBS | {"run"}
+    assert hparams_columns(tiny_trained_run)[:2] == ["run", "seed"]  # what tells single runs apart, first
 
 
 def test_over_runs_and_sweeps_the_table_has_every_knob(sweep: Path, tiny_trained_run: Path, tmp_path: Path):
@@ -83,3 +85,16 @@ def test_over_runs_and_sweeps_the_table_has_every_knob(sweep: Path, tiny_trained
     shutil.copytree(tiny_trained_run, outputs / "runs" / "2026-11-24" / "11-00-00",
                     ignore=shutil.ignore_patterns("*.ckpt"))
     assert set(hparams_columns(outputs)) >= KNOBS | {"run"}
+
+
+def test_the_table_opens_on_what_tells_runs_apart_then_the_outcomes(sweep: Path):
+    """TensorBoard's dashboard ticks the first five hparams and the first five metrics of the experiment its backend
+    returns (hparams sorted by ``differs``, then by name; the dashboard asks with a limit of 1000): the sweep's
+    varied settings, seed and run come first, then every knob its jobs share; the outcomes lead the metrics."""
+    columns = hparams_columns(sweep / "0", metrics=True)
+    hparams, metrics = [c for c in columns if not c.startswith("hp/")], [c for c in columns if c.startswith("hp/")]
+    assert columns == hparams + metrics
+    assert hparams[:4] == ["model", "run", "seed", "task.options.delay"]
+    assert hparams[4:] == sorted(KNOBS - {"model", "seed"})
+    # 3 steps solve nothing: steps_to_solve has no value, and its column is there all the same
+    assert metrics == ["hp/steps_to_solve", "hp/val_seq_acc", "hp/val_loss", "hp/val_token_acc"]

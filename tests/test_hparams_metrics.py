@@ -13,8 +13,8 @@ from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from attention_lab.callbacks.scalars_layout import CATEGORY
 from attention_lab.files import tensorboard_dir
+from attention_lab.hparams_table import hparams_metrics
 from attention_lab.tensorboard_logger import tensorboard_tag
-from attention_lab.train import hparams_metrics
 from conftest import run_train
 
 OPTIMIZED = "head_score/previous_token/layer1/head0"

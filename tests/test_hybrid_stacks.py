@@ -107,8 +107,15 @@ def test_ablation_skips_a_layer_without_learned_heads():
 
 def test_a_stack_trains_through_the_script(tmp_path: Path, single_thread):
     run = tmp_path / "run"
-    run_train(run, "mixers=[gated_deltanet,multihead]", "layers=2", *CAUSAL, "max_steps=8", "task.train_size=128",
-              "task.val_size=32", "trainer.val_check_interval=4", "~callbacks.attention_maps")
+    proc = run_train(run, "mixers=[gated_deltanet,multihead]", "layers=2", *CAUSAL, "max_steps=8",
+                     "task.train_size=128", "task.val_size=32", "trainer.val_check_interval=4",
+                     "~callbacks.attention_maps")
+    # The console says each layer's state, and which layers the circuit scores skip and why.
+    console = proc.stdout + proc.stderr
+    assert "KV cache per token: 96 numbers, in layer 1 (multihead); layer 0 (gated_deltanet) keeps a state of" \
+        in console, console[-3000:]
+    assert "circuit scores: not measured in any layer: layer 0 (gated_deltanet) has no per-head" in console
+    assert "layer 1 (multihead) has them, but the scores are computed only for a stack whose every layer" in console
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["hparams"]["mixers"] == "gated_deltanet,multihead"
     assert 0.0 <= metrics["val/seq_acc"] <= 1.0

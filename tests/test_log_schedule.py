@@ -7,9 +7,9 @@ from attention_lab.callbacks.log_schedule import interval_at, is_doubling, is_lo
 from conftest import compose_config
 
 # Measured once on real runs (CPU, the configs as they are):
-#   python scripts/train.py                                          -> steps_to_solve 150 (seed 0)
+#   python scripts/train.py                                          -> steps_to_solve 120 (seed 0)
 #   python scripts/train.py -m experiment=induction_formation layers=2  -> formation_step of seeds 0..4 below
-DEFAULT_STEPS_TO_SOLVE = 150
+DEFAULT_STEPS_TO_SOLVE = 120
 FORMATION_STEPS = (140, 120, 110, 90, 90)
 BEFORE = 5  # logged steps the slider needs before the event to show it happening
 

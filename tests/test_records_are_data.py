@@ -4,10 +4,13 @@ would touch a marker and empty an unrelated file, symlinks into other folders, a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -299,6 +302,107 @@ def test_a_resume_continues_only_its_own_study(tmp_path, case, fragment):
     proc = run_train_following_exec(f"resume={sweep_dir}")
     assert_one_line_error(proc, f"resume={sweep_dir}", fragment)
     assert snapshot(sweep_dir) == before
+
+
+def own_study(sweep_dir: Path) -> Any:
+    """The sweep's own study (stamped with its id), to add crafted trials or SQL to."""
+    import optuna
+
+    stamped_study(sweep_dir, "this-sweep")
+    return optuna.load_study(study_name="attention_lab", storage=f"sqlite:///{sweep_dir}/optuna.db")
+
+
+def trial_of_another_search(sweep_dir: Path) -> None:
+    """A complete trial that sampled lr from a list of words: this search samples it from interval(0.0005, 0.01)."""
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import create_trial
+
+    own_study(sweep_dir).add_trial(create_trial(params={"lr": "large"}, value=0.5,
+                                                distributions={"lr": CategoricalDistribution(["large", "small"])}))
+
+
+def sql_of_its_own(sweep_dir: Path) -> None:
+    """A trigger that runs on each trial the sweeper writes (here: it would fill a table of its own)."""
+    own_study(sweep_dir)
+    with contextlib.closing(sqlite3.connect(sweep_dir / "optuna.db")) as db, db:
+        db.executescript("CREATE TABLE ran (x); CREATE TRIGGER on_trial AFTER INSERT ON trials "
+                         "BEGIN INSERT INTO ran VALUES (1); END;")
+
+
+def without_trials(sweep_dir: Path) -> None:
+    shutil.rmtree(sweep_dir / "0")  # nothing ran yet: a study that is missing would be created
+
+
+CRAFTED_STUDIES = {  # a study (or what stands in its place) handed over in a sweep dir, and what refuses it
+    "not_a_database": (lambda d: (d / "optuna.db").write_text("notes, not a database\n" * 200),
+                       "optuna.db is not a readable Optuna study"),
+    "a_folder": (lambda d: (d / "optuna.db").mkdir(), "optuna.db is not a file"),
+    "a_folder_before_any_trial": (lambda d: (without_trials(d), (d / "optuna.db").mkdir()), "optuna.db is not a file"),
+    "a_fifo_before_any_trial": (lambda d: (without_trials(d), os.mkfifo(d / "optuna.db")), "optuna.db is not a file"),
+    "trials_of_another_search": (trial_of_another_search, "a study of another search"),
+    "an_enqueued_trial": (lambda d: own_study(d).enqueue_trial({"heads": 3, "lr": "0.01; touch x", "layers": 1}),
+                          "holds trial 0 waiting to run"),
+    "sql_of_its_own": (sql_of_its_own, "holds SQL code of its own (the trigger on_trial)"),
+    "an_undecodable_sweep_id": (lambda d: (own_study(d), (d / ".sweep_id").write_bytes(b"\xff\xfethis-sweep\n")),
+                                "its .sweep_id is not a sweep's id"),
+    "a_long_sweep_id": (lambda d: (own_study(d), (d / ".sweep_id").write_text("this-sweep" * 10_000)),
+                        "its .sweep_id is not a sweep's id"),
+}
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+@pytest.mark.parametrize("case", sorted(CRAFTED_STUDIES))
+def test_a_crafted_study_is_refused_in_one_line(tmp_path, case):
+    """What a handed-over sweep dir holds in its study's place is read as data: one line before anything runs, nothing
+    written in the dir or beside it, no SQL of its own run (before: tracebacks from SQLite, Optuna or the decoder,
+    a line of 100,000 characters, and a trigger run on each trial)."""
+    craft, fragment = CRAFTED_STUDIES[case]
+    sweep_dir = optuna_sweep(tmp_path)
+    craft(sweep_dir)
+    before = snapshot(tmp_path)
+    proc = run_train_following_exec(f"resume={sweep_dir}")
+    line = assert_one_line_error(proc, fragment)
+    assert line.startswith(f"error: resume={sweep_dir} is invalid: "), line
+    assert snapshot(tmp_path) == before, "the refused resume wrote something"
+
+
+@pytest.mark.parametrize("name, optuna", [("evil.db?", True), ("x${oc.env:HOME}", False), ("a,b", False)])
+def test_a_sweep_dir_is_relaunched_only_by_its_own_path(tmp_path, name, optuna):
+    """The relaunched command line names the sweep dir, and the study's storage URL is built from it: a name that
+    Hydra's grammar or SQLAlchemy's URL reads otherwise (a query at '?', an interpolation, a sweep at ',') would send
+    the study, the jobs and their records elsewhere. Before: the study of ``<dir>/evil.db?`` opened (and created)
+    ``<dir>/evil.db``, beside the sweep dir."""
+    handed = tmp_path / "handed"
+    handed.mkdir()
+    sweep_dir = optuna_sweep(handed) if optuna else fake_sweep(handed, ["heads=1,2", *TINY], [])
+    if optuna:
+        own_study(sweep_dir)
+    sweep_dir = sweep_dir.rename(handed / name)
+    before = snapshot(tmp_path)
+    proc = run_train_following_exec(f"resume={sweep_dir}")
+    line = assert_one_line_error(proc, "is invalid: ")
+    assert line.startswith(f"error: resume={sweep_dir} is invalid: "), line
+    assert snapshot(tmp_path) == before and sorted(p.name for p in handed.iterdir()) == [name]
+
+
+def test_a_sweep_records_sweeper_section_is_not_replayed(tmp_path):
+    """multirun.yaml's own ``hydra.sweeper`` section (a storage outside, a study name with path characters, a
+    target) is Hydra's record of the sweep, not read by a resume: the sweep continues its own study in its dir."""
+    import optuna
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    sweep_dir = optuna_sweep(tmp_path)
+    own_study(sweep_dir)
+    record = json.loads((sweep_dir / "multirun.yaml").read_text())
+    record["hydra"]["sweeper"] = {"_target_": "pathlib.Path.touch", "self": str(outside / "marker"),
+                                  "storage": f"sqlite:///{outside}/study.db", "study_name": "../../outside/study"}
+    (sweep_dir / "multirun.yaml").write_text(json.dumps(record))
+    proc = run_train_following_exec(f"resume={sweep_dir}", "hydra.sweeper.n_trials=2")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert sorted(outside.iterdir()) == []
+    study = optuna.load_study(study_name="attention_lab", storage=f"sqlite:///{sweep_dir}/optuna.db")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE]
 
 
 def test_a_search_whose_every_trial_failed_ends_in_one_line(tmp_path):

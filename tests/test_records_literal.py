@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import pickle
+import time
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,98 @@ def test_a_record_reads_its_own_corpus_or_the_one_its_user_names(tmp_path, outsi
     check_command_line([f"resume={run_dir}", f"task.corpus={secret}"])  # named on the command line: the user's
     sweep_dir = fake_sweep(tmp_path, ["heads=1,2", *TINY, f"task.corpus={secret}"], [])
     assert f"task.corpus={secret}" in command_line([f"resume={sweep_dir}", f"task.corpus={secret}"], CONFIG_DIR)
+
+
+# --- experiment=mqar and mixers=[...] records, replayed with hostile values -----------------------------------------
+
+VARIANTS = "a record is data and names only attention variants there"
+MQAR = ["experiment=mqar", "layers=2"]
+HOSTILE = {  # what a record adds to TINY ({outside}: the folder beside it, {evil}: a yaml's name there relative to
+    # configs/experiment), and a fragment of the line that refuses it
+    "interpolation_in_an_item": ([*MQAR, "mixers=[gated_deltanet,'${{oc.env:HOME}}']"], LITERAL),
+    "resolver_in_an_item": ([*MQAR, "mixers=[gated_deltanet,'${{oc.create:{{_target_:os.mkdir,path:{outside}/marker}}}}']"],
+                            LITERAL),
+    "reference_as_an_item": ([*MQAR, "mixers=[gated_deltanet,${{model.name}}]"], LITERAL),
+    "a_mixer_that_is_a_path": ([*MQAR, "mixers=[gated_deltanet,../../outside/evil]"], VARIANTS),
+    "an_absolute_path": ([*MQAR, "mixers=[{outside}/evil,multihead]"], VARIANTS),
+    "a_nested_list": ([*MQAR, "mixers=[[gated_deltanet],multihead]"], VARIANTS),
+    "a_target_as_an_item": ([*MQAR, "mixers=[{{_target_:os.mkdir,path:{outside}/marker}},multihead]"], VARIANTS),
+    "null_as_an_item": ([*MQAR, "mixers=[null,multihead]"], VARIANTS),
+    "control_characters": ([*MQAR, "mixers=['\x1b]0;title\x07',multihead]"], VARIANTS),
+    "a_swept_path": ([*MQAR, "model.mixers=choice([gated_deltanet,multihead],[multihead,../evil])"], VARIANTS),
+    "a_glob": ([*MQAR, "mixers=glob(*)"], "glob() chooses among a config group's options"),
+    "a_huge_list": (["experiment=mqar", "layers=4000", "mixers=[" + ",".join(["gated_deltanet"] * 4000) + "]"],
+                    "a record replays overrides of at most 4096 characters"),
+    "many_items": (["experiment=mqar", "layers=300", "mixers=[" + ",".join(["mla"] * 300) + "]"],
+                   "a record replays at most 256 in one value"),
+    "deeply_nested": ([*MQAR, "mixers=" + "[" * 1000 + "multihead" + "]" * 1000], "does not parse"),
+    "an_experiment_list_with_a_path": (["experiment=[mqar,{evil}]"], "chooses only among the options of experiment"),
+    "a_write_location": ([*MQAR, "mixers=[gated_deltanet,multihead]", "callbacks.model_checkpoint.dirpath={outside}"],
+                         CONTAINED),
+}
+# The same records as YAML that a reader must refuse: an alias (a list read twice), and a tag that names code.
+HOSTILE_YAML = {
+    "a_yaml_alias": ("- experiment=mqar\n- &stack [gated_deltanet, multihead]\n- *stack\n", "uses a YAML alias"),
+    "a_python_tag": ("- experiment=mqar\n- !!python/object/apply:os.mkdir ['{outside}/marker']\n", "not valid YAML"),
+}
+
+
+def hostile_record(tmp_path: Path, outside: Path, name: str, sweep: bool) -> Path:
+    """A run dir (its train.log, as an interrupted run has one) or sweep dir whose record replays ``name``."""
+    evil = os.path.relpath(outside / "evil", CONFIG_DIR / "experiment")
+    (outside / "evil.yaml").write_text("# @package _global_\nhydra:\n  callbacks:\n    x:\n      _target_: os.mkdir\n"
+                                       f"      path: {outside}/marker\n")
+    if name in HOSTILE_YAML:
+        text = HOSTILE_YAML[name][0].format(outside=outside)
+        if not sweep:
+            run_dir = interrupted_run_dir(tmp_path, [])
+            (run_dir / ".hydra" / "overrides.yaml").write_text(text)
+            (run_dir / "train.log").write_text("[...] building the data\n")
+            return run_dir
+        sweep_dir = fake_sweep(tmp_path, [], [])
+        task = "\n".join("    " + line for line in text.splitlines())
+        (sweep_dir / "multirun.yaml").write_text(f"hydra:\n  overrides:\n    hydra: []\n    task:\n{task}\n")
+        return sweep_dir
+    overrides = [*TINY, *(o.format(outside=outside, evil=evil) for o in HOSTILE[name][0])]
+    if sweep:
+        return fake_sweep(tmp_path, ["heads=1,2", *overrides], [])
+    run_dir = interrupted_run_dir(tmp_path, overrides)
+    (run_dir / "train.log").write_text("[...] building the data\n")
+    return run_dir
+
+
+@pytest.mark.parametrize("sweep", [False, True], ids=["run_dir", "sweep_dir"])
+@pytest.mark.parametrize("name", [*HOSTILE, *HOSTILE_YAML])
+def test_a_hostile_mqar_or_mixers_record_is_refused_in_one_line(tmp_path, outside, monkeypatch, name, sweep):
+    """Each refused before the resume relaunches itself or starts the run: one ``resume=<dir> is invalid`` line,
+    nothing written in the dir or beside it, no code of the record's run; a huge list before it is parsed."""
+    where = hostile_record(tmp_path, outside, name, sweep)
+    before = snapshot(tmp_path)
+    monkeypatch.setattr(os, "execv", lambda *args: pytest.fail(f"resume={where} was relaunched instead of refused"))
+    started = time.perf_counter()
+    proc = run_in_process(TRAIN, f"resume={where}")
+    took = time.perf_counter() - started
+    line = assert_one_line_error(proc, (HOSTILE_YAML.get(name) or HOSTILE[name])[1])
+    assert line.startswith(f"error: resume={where} is invalid: "), line
+    assert not (outside / "marker").exists(), "the record's code ran"
+    assert snapshot(tmp_path) == before, "the refused resume wrote something"
+    assert took < 10, f"refused after {took:.0f} s"  # a 5,000-name list cost 19-42 s and 3.1 GB before
+
+
+@pytest.mark.parametrize("sweeps, fragment", [
+    (["seed=range(0,70)", "lr=range(1,70)"], "declares a sweep of 4830 jobs; a record replays a sweep of at most 4096"),
+    (["seed=range(0,300)"], "sets seed to 300 items or values"),
+])
+def test_a_sweep_record_declares_a_bounded_sweep(tmp_path, monkeypatch, sweeps, fragment):
+    """What the relaunched sweep would compose and run: each of a sweep's values is composed before it starts, and
+    each of its jobs once it does. Refused on the record's text, before one is composed."""
+    sweep_dir = fake_sweep(tmp_path, [*sweeps, *TINY], [])
+    before = snapshot(tmp_path)
+    monkeypatch.setattr(os, "execv", lambda *args: pytest.fail(f"resume={sweep_dir} was relaunched instead of refused"))
+    started = time.perf_counter()
+    proc = run_in_process(TRAIN, f"resume={sweep_dir}")
+    took = time.perf_counter() - started
+    line = assert_one_line_error(proc, fragment)
+    assert line.startswith(f"error: resume={sweep_dir} is invalid: multirun.yaml "), line
+    assert snapshot(tmp_path) == before
+    assert took < 10, f"refused after {took:.0f} s"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from conftest import (
     run_in_process,
     run_script,
     run_train,
+    script_env,
     signal_when,
     start_train,
     wait_until,
@@ -190,6 +193,41 @@ def test_quick_double_ctrl_c_is_recorded(tmp_path):
     lines = [line for line in stderr.splitlines() if line.startswith("interrupted: ")]
     assert len(lines) == 1 and f"resume={run_dir}" in lines[0], stderr[-3000:]
     assert json.loads((run_dir / "run_info.json").read_text())["status"] == "interrupted"
+
+
+# A Ctrl-C that lands as torch.save is about to finish a checkpoint's archive (as its writer's __exit__ starts):
+# the writer is left unfinished, kept by the exception's traceback, and finishes the archive when that is freed.
+CTRL_C_AS_THE_ARCHIVE_ENDS = """
+import gc, signal, sys
+import torch
+from attention_lab.checkpoints import AtomicCheckpointIO
+
+def ctrl_c_as_the_archive_ends(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "__exit__" and frame.f_code.co_filename == torch.serialization.__file__:
+        signal.raise_signal(signal.SIGINT)  # Python's own handler: KeyboardInterrupt, here
+    return None
+
+sys.settrace(ctrl_c_as_the_archive_ends)
+try:
+    AtomicCheckpointIO().save_checkpoint({"w": torch.zeros(1000)}, sys.argv[1])
+except KeyboardInterrupt as err:
+    interrupted = err  # kept, as the run keeps what ended it until it has recorded it
+sys.settrace(None)
+del interrupted
+gc.collect()
+print("freed")
+"""
+
+
+def test_ctrl_c_as_a_checkpoint_archive_ends_leaves_nothing_to_write_at_exit(tmp_path):
+    """A second Ctrl-C can land inside a checkpoint's write, at any moment of it: freeing the interrupted write
+    later (at exit) must not write into a file the lab has closed meanwhile (the process aborted with SIGABRT,
+    'write to closed file', instead of exiting 130). Only a process shows an abort."""
+    path = tmp_path / "last.ckpt"
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_AS_THE_ARCHIVE_ENDS, str(path)], env=script_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["freed"], (proc.returncode, proc.stderr[-3000:])
+    assert not path.exists() and list(tmp_path.iterdir()) == [], "no checkpoint, and no temp file left behind"
 
 
 def logged_tags(run_dir: Path) -> set[str]:

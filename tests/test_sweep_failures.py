@@ -11,6 +11,7 @@ import json
 
 import torch
 
+from attention_lab.commands import script_command
 from conftest import ROOT, run_train
 
 SMALL = ["max_steps=4", "task.train_size=128", "task.val_size=32", "~callbacks.attention_maps",
@@ -27,8 +28,8 @@ def test_failed_jobs_are_recorded_and_the_others_run(tmp_path):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 4, proc.stderr  # one line per failed job, one for the sweep
     assert "1 ok" in errors[-1] and "3 failed" in errors[-1] and "sweep_summary.json" in errors[-1]
-    assert proc.stdout.rstrip().endswith(f"next: python scripts/compare.py {sweep_dir}\n"
-                                         f"      python scripts/start_tensorboard.py {sweep_dir}")
+    assert proc.stdout.rstrip().endswith(f"next: {script_command('compare.py')} {sweep_dir}\n"
+                                         f"      {script_command('start_tensorboard.py')} {sweep_dir}")
 
     summary = json.loads((sweep_dir / "sweep_summary.json").read_text())
     assert summary["counts"] == {"ok": 1, "failed": 3} and summary["total"] == 4

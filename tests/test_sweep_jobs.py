@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from attention_lab.commands import script_command
 from attention_lab.errors import ConfigError
 from attention_lab.run.overrides import hydra_compose_api
 from attention_lab.run.sweep_jobs import fold_jobs, planned_jobs, sweep_job_configs
@@ -110,5 +111,6 @@ def test_a_sweep_with_an_impossible_job_trains_none_of_them(tmp_path: Path):
 
 def test_a_finished_sweep_ends_with_the_commands_that_compare_its_jobs(finished_sweep: Path):
     lines = (finished_sweep.parent / "console.txt").read_text().rstrip().splitlines()
-    assert lines[-2:] == [f"{lines[-2].split(' next: ')[0]} next: python scripts/compare.py {finished_sweep}",
-                          f"      python scripts/start_tensorboard.py {finished_sweep}"]
+    # The sweep ran in this process's working dir: its commands name the interpreter and scripts as seen from here.
+    assert lines[-2:] == [f"{lines[-2].split(' next: ')[0]} next: {script_command('compare.py')} {finished_sweep}",
+                          f"      {script_command('start_tensorboard.py')} {finished_sweep}"]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from attention_lab.commands import script_command
 from conftest import ROOT, TRAIN, run_in_process, run_script, run_train_following_exec, script_env, wait_until
 from test_sweep_resume import error_lines, refused_resume, snapshot, summary
 
@@ -134,7 +135,7 @@ def test_a_disk_that_fills_during_a_resumed_sweep_ends_in_one_line(finished_swee
     assert proc.returncode == 1 and "Traceback" not in stdout + stderr, stderr[-3000:]
     lines = [line for line in stderr.splitlines() if line.strip() and "ok, kept as it is" not in line]
     assert len(lines) == 1 and lines[0].startswith("error: job 1 ("), stderr[-3000:]
-    assert "No space left on device" in lines[0] and f"python scripts/train.py resume={sweep_dir}" in lines[0]
+    assert "No space left on device" in lines[0] and f"{script_command('train.py', cwd=ROOT)} resume={sweep_dir}" in lines[0]
     assert snapshot(sweep_dir / "0") == kept
     filler.unlink()  # room again: the sweep is finished by the command the line gave
     done = run_train_following_exec(f"resume={sweep_dir}")

@@ -49,7 +49,8 @@ def downloads(chromium, tmp_path_factory):  # noqa: F811
 
 
 def open_tab(browser, tensorboard) -> tuple[str, str]:
-    """The trained run in the first panel, the written one beside it; both showing their circuits."""
+    """The trained run in the first panel, the written one beside it; both showing their circuits, their collapsed
+    sections opened (the tables are one click away), the trained run's example pair in place."""
     browser.navigate(f"{tensorboard.base_url}/data/plugin_entry.html?name=attention_lab")
     wait_for(browser, "document.body.dataset.ready === 'true'", "tab ready")
     runs = [r["run"] for r in tensorboard.get_json(f"{ROUTE}/runs")["runs"]]
@@ -66,6 +67,8 @@ def open_tab(browser, tensorboard) -> tuple[str, str]:
         shown = browser.evaluate("[...document.querySelectorAll('section.panel')].map(p => p.dataset.state + ': ' +"
                                  " (p.querySelector('.circuits-head') || p).innerText.slice(0, 400))")
         raise AssertionError(f"{err}; the panels show {shown}") from None
+    browser.evaluate("document.querySelectorAll('details.section').forEach(d => { d.open = true; })")
+    wait_for(browser, f"{panel(0)}.querySelector('.pair-form').dataset.state === 'ready'", "the example pair")
     return trained, written
 
 
@@ -147,8 +150,12 @@ def test_the_slider_moves_the_circuits(chromium, tensorboard):  # noqa: F811
                        f" && {panel(0)}.querySelectorAll('table[data-view=copying] td.score').length === 2", "step 50")
     assert values(chromium, 0, "table[data-view=copying] td.score") == pytest.approx([None, -0.5])
     assert not chromium.evaluate(f"{panel(0)}.querySelector('table[data-view=patching]')")  # logged at the end only
+    # the step is said once, by the section, as the maps' step; the Scalars tab's step in the table's tooltip
     caption = chromium.evaluate(f"{panel(0)}.querySelector('table[data-view=copying] caption').textContent")
-    assert caption == "Copying · step 50 (logged at 49)"
+    assert caption == "Copying"
+    assert chromium.evaluate(f"{panel(0)}.querySelector('details.circuits .section-step').textContent") == " · step 50"
+    assert chromium.evaluate(f"{panel(0)}.querySelector('table[data-view=copying] caption').title").endswith(
+        "(the validation after step 50, which Lightning logs at step 49)")
 
 
 def test_word_tables_follow_the_enlarged_head(chromium, tensorboard, downloads):  # noqa: F811
@@ -228,6 +235,7 @@ def test_sentence_attribution_and_typed_pair_patching(chromium, tensorboard, dow
     assert pair is not None
     chromium.evaluate("document.querySelector('section.panel form.pair-form').scrollIntoView({block: 'center'})")
     for field in ("clean", "corrupted"):
+        chromium.evaluate(f"document.querySelector('section.panel input.pair-{field}').value = ''")  # the example's
         chromium.click(*chromium.center_of(f"section.panel input.pair-{field}"))
         chromium.send("Input.insertText", {"text": pair[field]})
     chromium.click(*chromium.center_of("section.panel button.pair-run"))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import IMAGES, EventAccumulator
 
+from attention_lab.commands import script_command
 from attention_lab.files import tensorboard_dir
 from conftest import ROOT, run_script, run_train
 from tab_runs import write_run
@@ -97,7 +98,7 @@ def test_without_a_logdir_the_newest_sweep_is_opened_and_the_line_says_how_to_op
     logdir, line = script["default_logdir"](outputs)
     assert logdir == newest
     assert line == (f"TensorBoard on the newest sweep, {newest} (its HParams table compares its jobs); every run and "
-                    f"sweep: python scripts/start_tensorboard.py {outputs}")
+                    f"sweep: {script_command('start_tensorboard.py')} {outputs}")
 
 
 # ---------------------------------------------------------------------------------------------- the attention tab

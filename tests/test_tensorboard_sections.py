@@ -56,14 +56,23 @@ def test_the_first_section_is_loss_and_accuracy(events):
 
 
 def test_no_one_point_charts_of_end_only_values(events, run_dir: Path):
+    from attention_lab.callbacks.head_score_maps import image_tag
+
     per_head = {tag: len(events.Scalars(tag)) for tag in events.Tags()["scalars"] if HeadMetric.parse(tag)}
     assert per_head and all(points > 1 for points in per_head.values()), per_head  # head scores: every validation
     assert not [tag for tag in per_head if tag.startswith("ablation/")]  # measured once, at the end
     metrics = json.loads((run_dir / "metrics.json").read_text())
     ablations = {key for key in metrics if key.startswith("ablation/")}
     assert len(ablations) == 2 * 2 * 2 * (4 + 1)  # zero/mean x loss/token_acc x 2 layers x (4 heads + the layer)
-    assert {f"ablation/{how}/{metric}" for how in ("zero", "mean") for metric in ("loss", "token_acc")} <= set(
-        events.Tags()["images"])  # their heatmaps
+    assert {image_tag(f"ablation/{how}/{metric}") for how in ("zero", "mean") for metric in ("loss", "token_acc")} \
+        <= set(events.Tags()["images"])  # their heatmaps
+
+
+def test_the_images_dashboard_opens_on_the_attention_maps(events):
+    """The Images dashboard lists its sections by the tags' first part (TensorBoard's order, as above) and opens the
+    first two: the probe's attention maps come first, the layers x heads heatmaps after them."""
+    sections = list(dict.fromkeys(tag.split("/", 1)[0] for tag in sorted(events.Tags()["images"])))
+    assert sections[0] == "attention" and "ablation" not in sections, sections
 
 
 def test_the_attention_tab_shows_the_ablations(run_dir: Path):

@@ -184,13 +184,13 @@ def test_sentence_through_the_checkpoint(trained_logdir):
 def test_a_failed_warm_up_is_one_warning_and_leaves_the_requests_to_say_why(monkeypatch, caplog):
     """The warm-up builds a model as well as importing: a failure there is a line in TensorBoard's log, not a
     thread's traceback."""
-    import attention_lab.review.maps as maps
+    import attention_lab.model_bounds as model_bounds
     from attention_lab.tensorboard_plugin.sentence import import_model_code
 
     def fail(model: dict, vocab_size: int) -> int:
         raise RuntimeError("no meta device")
 
-    monkeypatch.setattr(maps, "declared_numbers", fail)
+    monkeypatch.setattr(model_bounds, "declared_numbers", fail)
     with caplog.at_level("WARNING", logger="attention_lab.tensorboard_plugin.sentence"):
         import_model_code()
     assert [r.getMessage() for r in caplog.records] == [

@@ -8,14 +8,11 @@ Without Chromium the tests skip, except in CI (CI=true), where .ci/run installs 
 from __future__ import annotations
 
 import json
-import re
 import shutil
-from pathlib import Path
 
 import pytest
 
-from attention_lab.head_metrics import ABLATIONS, FAMILIES, ablation_family, score_family
-from attention_lab.tensorboard_logger import tensorboard_tag
+from attention_lab.head_metrics import FAMILIES
 from browser import Chromium, require_chromium, wait_for
 from tab_runs import XSS, write_run
 from tb_server import serve
@@ -223,139 +220,3 @@ def test_xss_probe_and_run_name_stay_text_and_messages_replace_blank_panels(chro
     no_dialogs_or_images(chromium)
     assert "Traceback" not in tensorboard.log_path.read_text()
 
-
-# ---------------------------------------------------------------------------------------------- the first hour
-
-SECTION_TITLES = """(() => { const titles = [];
-    const walk = node => { for (const el of node.children) {
-        if (el.matches('span.category-name')) titles.push(el.textContent.trim());
-        if (el.shadowRoot) walk(el.shadowRoot);
-        walk(el); } };
-    walk(document); return titles; })()"""  # the Scalars tab's section titles, in page order
-
-
-@pytest.fixture(scope="module")
-def first_hour(chromium, request, tmp_path_factory):
-    """TensorBoard over a fresh default run (`python scripts/train.py`, nothing set but quiet output and where it
-    goes) beside an older run: what a new user sees first."""
-    from conftest import SINGLE_THREAD_ENV, run_train
-
-    logdir = tmp_path_factory.mktemp("first_hour")
-    shutil.copytree(request.getfixturevalue("tiny_trained_run"), logdir / "older")
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in SINGLE_THREAD_ENV.items():
-            mp.setenv(key, value)
-        run_train(logdir / "fresh")
-    with serve(logdir, logdir.parent / "first_hour_server.log",
-               lambda server: len(server.get_json("/data/plugin/attention_lab/runs")["runs"]) == 2,
-               "--load_fast=true") as server:
-        yield server
-
-
-def test_scalars_open_on_loss_and_accuracy(chromium, first_hour):
-    """The first section of the Scalars tab holds the run's loss and accuracy curves: the tags of the Custom Scalars
-    chart 'loss and accuracy', as the run recorded it."""
-    chromium.navigate(f"{first_hour.base_url}/#scalars")
-    titles = wait_for(chromium, SECTION_TITLES, "the Scalars tab's sections")
-    run = "fresh/tensorboard"
-    layout = first_hour.get_json("/data/plugin/custom_scalars/layout")
-    patterns = [p for category in layout["category"] for chart in category["chart"] for p in chart["multiline"]["tag"]]
-    logged = list(first_hour.get_json("/data/plugin/scalars/tags")[run])
-    curves = [tag for tag in logged if any(re.fullmatch(p, tag) for p in patterns)]
-    assert len(curves) >= 6, curves  # loss, token and sequence accuracy, for training and validation
-    assert [tag for tag in curves if not tag.startswith(titles[0] + "/")] == [], titles
-
-
-def test_the_tab_opens_on_the_newest_run_and_its_task_head(chromium, first_hour):
-    chromium.navigate(f"{first_hour.base_url}/data/plugin_entry.html?name=attention_lab")
-    wait_for(chromium, f"document.body.dataset.ready === 'true' && {panel(0)}.dataset.state === 'maps'", "maps")
-    runs = first_hour.get_json("/data/plugin/attention_lab/runs")["runs"]
-    assert [r["label"] for r in runs] == ["default settings · fresh", runs[1]["label"]]
-    assert runs[1]["label"].endswith(" · older") and runs[1]["label"] != runs[1]["run"]
-    assert chromium.evaluate(f"[{panel(0)}.dataset.run, {panel(0)}.querySelector('.run-name').textContent,"
-                             " document.querySelector('select.run-select').selectedOptions[0].textContent]") == [
-        "fresh/tensorboard", "default settings · fresh", "default settings · fresh"]
-    # the enlarged head and the head view: the run's best reverse head, an anti-diagonal head of layer 1
-    maps = first_hour.get_json("/data/plugin/attention_lab/maps", run="fresh/tensorboard")
-    scores = first_hour.get_json("/data/plugin/attention_lab/scores", run="fresh/tensorboard", step=str(maps["step"]))
-    focus = scores["focus"]
-    assert focus["kind"] == "reverse" and focus["layer"] == 1 and focus["score"] > 0.9
-    layer, head = focus["layer"], focus["head"]
-    assert chromium.evaluate(f"{panel(0)}.querySelector('.detail-title').textContent") == f"layer {layer}, head {head}"
-    assert chromium.evaluate(f"[...{panel(0)}.querySelectorAll('button.mini-map.selected')]"
-                             ".map(b => [+b.dataset.layer, +b.dataset.head])") == [[layer, head]]
-    assert f"layer {layer} of 2 · head {head} of 4" in chromium.evaluate(f"{panel(0)}.querySelector('.hv-status').textContent")
-    assert chromium.evaluate(f"[...new Set([...{panel(0)}.querySelectorAll('line.attn')].map(l => +l.dataset.head))]") == [head]
-    # the heads of layer 1 read the mirrored word: removing one costs nothing, and the tab says why. Which heads
-    # those are is the run's to decide; the line names exactly those that look essential (score >= 0.5 on the
-    # task's kind) yet cost at most 0.01 of token accuracy under every ablation (docs/tensorboard.md)
-    note = chromium.evaluate(f"{panel(0)}.querySelector('.redundancy').textContent")
-    assert scores["redundancy"] and note == f"{scores['redundancy']} Why: docs/tensorboard.md#redundant-heads"
-    cells = {grid["family"]: grid["cells"] for grid in scores["grids"]}
-    kind, drops = cells[score_family("reverse")], [cells[ablation_family(how, "token_acc")] for how in ABLATIONS]
-    redundant = {layer: [head for head, score in enumerate(row) if score is not None and score >= 0.5
-                         and all(d[layer][head] is not None and d[layer][head] <= 0.01 for d in drops)]
-                 for layer, row in enumerate(kind)}
-    assert redundant[1], redundant  # layer 1 shares the task between heads
-    named = "; ".join(f"layer {layer} head{'s' if len(heads) > 1 else ''} {', '.join(map(str, heads))}"
-                      for layer, heads in redundant.items() if heads)
-    assert note.startswith(f"Scores and ablations disagree: {named} score "), (redundant, note)
-    header = chromium.evaluate("document.querySelector('.tab-status').textContent")
-    assert "unless started with --samples_per_plugin=attention_lab=0, which keeps every step" in header
-    Path(first_hour.log_path.parent / "first_view.png").write_bytes(chromium.screenshot())
-    no_dialogs_or_images(chromium)
-
-
-def test_scores_and_maps_name_the_same_step(chromium, first_hour):
-    """The first validation (after step n, logged by Lightning at n - 1) beside the maps of step n, both as step n.
-    The maps are logged more often than the validation runs: the first step with both is the first validated one."""
-    chromium.navigate(f"{first_hour.base_url}/data/plugin_entry.html?name=attention_lab")
-    wait_for(chromium, f"document.body.dataset.ready === 'true' && {panel(0)}.dataset.state === 'maps'", "maps")
-    runs = first_hour.get_json("/data/plugin/attention_lab/runs")["runs"]
-    steps = [first_hour.get_json("/data/plugin/attention_lab/maps", run=r["run"])["steps"] for r in runs]
-    logged = first_hour.get_json("/data/plugin/scalars/scalars", run="fresh/tensorboard", tag=tensorboard_tag("val/loss"))
-    first = min(step for step in steps[0] if step - 1 in [point[1] for point in logged])
-    index = sorted(set(steps[0]) | set(steps[1])).index(first)  # the slider offers both runs' steps
-    chromium.evaluate(f"(() => {{ const s = document.querySelector('input.step-slider'); s.value = '{index}';"
-                      " s.dispatchEvent(new Event('input')); })()")
-    wait_for(chromium, f"{panel(0)}.dataset.step === '{first}' && {panel(0)}.dataset.state === 'maps'", "the first step")
-    captions = chromium.evaluate(f"[...{panel(0)}.querySelectorAll('table.score-grid caption')].map(c => c.textContent)")
-    assert captions and all(caption.endswith(f" · step {first}") for caption in captions), captions
-    assert chromium.evaluate(f"{panel(0)}.querySelector('.source').textContent").endswith(f"at step {first}")
-    # the step the Scalars tab shows for the same validation, in the captions' tooltips
-    titles = chromium.evaluate(f"[...{panel(0)}.querySelectorAll('table.score-grid caption')].map(c => c.title)")
-    assert all(title.endswith(f"which Lightning logs at step {first - 1})") for title in titles), titles
-
-
-def test_hover_text_follows_a_new_sentence(chromium, first_hour):
-    """The cursor rests on the last cell of the enlarged map while a shorter sentence is sent with Enter: its map
-    no longer reaches the cursor, so the line under the maps goes back to the hint instead of keeping the probe's
-    words (no mouseleave comes from a map taken out of the page)."""
-    # tall enough to show the whole panel unscrolled: a page that shrinks under a scrolled view would scroll it
-    chromium.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 2000, "deviceScaleFactor": 1,
-                                                         "mobile": False})
-    try:
-        chromium.navigate(f"{first_hour.base_url}/data/plugin_entry.html?name=attention_lab")
-        wait_for(chromium, f"document.body.dataset.ready === 'true' && {panel(0)}.dataset.state === 'maps'", "maps")
-        probe_words = first_hour.get_json("/data/plugin/attention_lab/maps", run="fresh/tensorboard")["key_words"]
-        text = " ".join(probe_words[:3])  # known words: no note above the maps
-        chromium.click(*chromium.center_of("input.sentence-input"))
-        chromium.send("Input.insertText", {"text": text})  # typed, not sent yet
-        last = len(probe_words) - 1
-        cell = f"{panel(0)}.querySelector('svg.heatmap.large rect[data-q=\"{last}\"][data-k=\"{last}\"]')"
-        x, y = chromium.evaluate(f"(() => {{ const r = {cell}.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()")
-        chromium.mouse("mouseMoved", x, y)
-        hovered = chromium.evaluate(f"{panel(0)}.querySelector('.hover-info').textContent")
-        assert f"query “{probe_words[last]}” → key “{probe_words[last]}”" in hovered
-        scrolled = chromium.evaluate("scrollY")
-        for kind in ("keyDown", "keyUp"):
-            chromium.send("Input.dispatchKeyEvent", {"type": kind, "key": "Enter", "code": "Enter",
-                                                     "windowsVirtualKeyCode": 13, **({"text": "\r"} if kind == "keyDown" else {})})
-        wait_for(chromium, f"{panel(0)}.querySelector('.source').textContent.startsWith('your sentence')"
-                           f" && {panel(0)}.dataset.state === 'maps'", "the sentence's maps")
-        assert chromium.evaluate("scrollY") == scrolled  # the cursor stayed where it was on the page
-        assert chromium.evaluate(f"document.elementFromPoint({x}, {y}).matches('rect.cell')") is False
-        assert chromium.evaluate(f"{panel(0)}.querySelector('.hover-info').textContent") == "hover a cell for its words and weight"
-    finally:
-        chromium.send("Emulation.clearDeviceMetricsOverride")
-    no_dialogs_or_images(chromium)

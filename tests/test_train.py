@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
+from attention_lab.callbacks.head_score_maps import image_tag
 from attention_lab.callbacks.steps_to_solve import SOLVED
 from attention_lab.config import register_configs
 from attention_lab.files import tensorboard_dir
@@ -161,9 +162,9 @@ def test_events_hold_an_attention_map_for_every_layer_and_head(events, solved_cf
                 for head in range(solved_cfg.model.num_heads)}
     # Beside the attention maps: one heatmap per head score kind (random sequences of 3-8 of 17 words repeat words
     # in the first validation batch, so the induction score exists too).
-    head_scores = {f"head_score/{kind}" for kind in HEAD_SCORE_KINDS}
+    head_scores = {image_tag(f"head_score/{kind}") for kind in HEAD_SCORE_KINDS}
     # ... and one per ablation, measured at the end of training.
-    ablations = {f"ablation/{how}/{metric}" for how in ("zero", "mean") for metric in ("loss", "token_acc")}
+    ablations = {image_tag(f"ablation/{how}/{metric}") for how in ("zero", "mean") for metric in ("loss", "token_acc")}
     # ... and the validation loss by target index over training (one step x index heatmap).
     assert set(events.Tags()["images"]) == expected | head_scores | ablations | {"val/loss_by_index"}
     for tag in expected:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from attention_lab.commands import script_command
 from attention_lab.review.cli import ReviewError
 from attention_lab.review.grid import DPI, grid_figsize, grid_figure
 from attention_lab.review.maps import compute_maps, find_run, load_module, prepare_words
@@ -37,7 +38,7 @@ def test_the_run_is_an_argument_and_the_text_an_option(tmp_path):
     """One grammar, argparse's, as compare.py takes its arguments; the key=value one of earlier versions is named
     in one line, and the command other messages print is one that parses."""
     command = visualize_command(tmp_path / "a run", "Hello there, world")
-    assert command == f"python scripts/visualize.py '{tmp_path / 'a run'}' --text 'Hello there, world'"
+    assert command == f"{script_command('visualize.py')} '{tmp_path / 'a run'}' --text 'Hello there, world'"
     shown = shlex.split(visualize_command(tmp_path))  # what the end-of-run note prints parses as the script's grammar
     assert shown[2:] == [str(tmp_path), "--text", "Your journey starts with one step"]
     for args, fragment in ((["run=a/b", "text=hello"], "give the run dir as it is and the sentence as --text"),

@@ -20,16 +20,21 @@ log = logging.getLogger(__name__)
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Writes ``<name>.tmp`` beside the target, fsyncs it, then renames it over the target: a full disk or a
     kill mid-write leaves the previous checkpoint intact (a move from the system temp dir to another
-    filesystem is a copy, and can be cut short)."""
+    filesystem is a copy, and can be cut short).
+
+    torch.save is handed the path, not an open file: its archive writer (C++) then owns the file it writes. Handed
+    a Python file, the writer finishes the archive through that file's ``write``, and a Ctrl-C between the
+    archive's last record and its end leaves it unfinished, kept alive by the exception's traceback, while
+    ``with open`` closes the file: when the traceback is freed (at exit), the writer's destructor wrote to the closed
+    file and the process aborted (SIGABRT, "write to closed file") instead of exiting 130."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            with open(tmp, "wb") as handle:
-                torch.save(checkpoint, handle)
-                handle.flush()
+            torch.save(checkpoint, tmp)
+            with open(tmp, "rb+") as handle:  # written and closed by torch: flushed to the disk here
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
         except BaseException:

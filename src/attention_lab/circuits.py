@@ -53,8 +53,9 @@ def norm_scale(norm: nn.Module, d_model: int) -> Tensor:
     return torch.ones(d_model, dtype=torch.float64) if weight is None else weight.detach().double()
 
 
-def layer_circuits(attention: MultiHeadAttention, scale: Tensor) -> tuple[list[Tensor], list[Tensor]]:
-    """One layer's per-head W_QK and W_OV, the reading LayerNorm's scale folded in."""
+def layer_factors(attention: MultiHeadAttention, scale: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One layer's per-head W_Q, W_K, W_V (heads, d_model, d_head), the reading LayerNorm's scale folded in and
+    grouped key/value heads repeated, and W_O (heads, d_head, d_model): W_QK = W_Q W_Kᵀ, W_OV = W_V W_O."""
     d, heads, group = attention.head_dim, attention.num_heads, attention.num_heads // attention.kv_heads
 
     def per_head(linear: nn.Linear, count: int) -> Tensor:  # (count, d_model, d_head): x @ W for each head
@@ -64,26 +65,43 @@ def layer_circuits(attention: MultiHeadAttention, scale: Tensor) -> tuple[list[T
     w_k = per_head(attention.W_key, attention.kv_heads).repeat_interleave(group, dim=0)
     w_v = per_head(attention.W_value, attention.kv_heads).repeat_interleave(group, dim=0)
     w_o = attention.out_proj.weight.detach().double().T.unflatten(0, (heads, d))  # (heads, d_head, d_model)
-    qk = w_q @ w_k.transpose(1, 2)
-    ov = w_v @ w_o
-    return list(qk), list(ov)
+    return w_q, w_k, w_v, w_o
+
+
+def layer_circuits(attention: MultiHeadAttention, scale: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+    """One layer's per-head W_QK and W_OV, the reading LayerNorm's scale folded in."""
+    w_q, w_k, w_v, w_o = layer_factors(attention, scale)
+    return list(w_q @ w_k.transpose(1, 2)), list(w_v @ w_o)
+
+
+def layers_with_head_circuits(model: nn.Module) -> list[bool]:
+    """For each of ``model``'s blocks, whether its heads have per-head W_Q/W_K/W_V/W_O of the multihead shape."""
+    return [isinstance(block.attention, MultiHeadAttention) for block in model.blocks]
+
+
+def has_head_circuits(model: nn.Module) -> bool:
+    """Whether :func:`head_circuits` supports ``model``'s blocks (see the module's docstring); computes nothing."""
+    layers = layers_with_head_circuits(model)
+    return not getattr(model, "encoder_decoder", False) and bool(layers) and all(layers)
+
+
+def unembedding(model: nn.Module) -> Tensor:
+    """W_U (d_model x vocab), the final LayerNorm's scale folded in."""
+    d_model = model.token_embedding.weight.shape[1]
+    return norm_scale(model.final_norm, d_model)[:, None] * model.lm_head.weight.detach().double().T
 
 
 def head_circuits(model: nn.Module) -> HeadCircuits | None:
     """The circuits of a :class:`~attention_lab.model.SequenceModel`; None where its blocks are not supported."""
-    if getattr(model, "encoder_decoder", False):
-        return None
-    blocks = list(model.blocks)
-    if not blocks or not all(isinstance(block.attention, MultiHeadAttention) for block in blocks):
+    if not has_head_circuits(model):
         return None
     d_model = model.token_embedding.weight.shape[1]
     qk, ov = [], []
-    for block in blocks:
+    for block in model.blocks:
         layer_qk, layer_ov = layer_circuits(block.attention, norm_scale(block.norm_attention, d_model))
         qk.append(layer_qk)
         ov.append(layer_ov)
-    unembed = norm_scale(model.final_norm, d_model)[:, None] * model.lm_head.weight.detach().double().T
-    return HeadCircuits(qk, ov, model.token_embedding.weight.detach().double(), unembed)
+    return HeadCircuits(qk, ov, model.token_embedding.weight.detach().double(), unembedding(model))
 
 
 def composition_score(left: Tensor, right: Tensor) -> float:

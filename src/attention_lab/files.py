@@ -198,8 +198,8 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def tensorboard_dir(run_dir: Path) -> Path:
-    """Where the run's TensorBoard events are: ``<run dir>/tensorboard/<run name>`` (``tensorboard/`` itself for a
-    run without overrides)."""
+    """Where the run's TensorBoard events are: ``<run dir>/tensorboard/<run name>`` (``default settings`` for a run
+    without overrides; ``tensorboard/`` itself for one trained before runs without overrides were named)."""
     found = sorted(run_dir.glob("tensorboard/**/events.out.tfevents.*"), key=lambda p: p.stat().st_mtime)
     return found[-1].parent if found else run_dir / "tensorboard"
 

@@ -147,10 +147,15 @@ class SequenceModel(nn.Module):
         :meth:`AttentionModule.state_size`): the largest over the layers, which a hybrid stack may mix."""
         layers = [*(("self", block) for block in self.encoder)] if self.encoder_decoder else []
         layers += zip(self.config.layer_variants(), self.blocks, strict=True)
-        return max(ATTENTION_REGISTRY[variant].state_size(
+        return max(self.layer_state_size(variant, block, layer)
+                   for layer, (variant, block) in enumerate(layers, start=1))
+
+    def layer_state_size(self, variant: str, block: Block, layer: int) -> int:
+        """The state that ``block`` (of ``variant``, at 1-based depth ``layer``) keeps at the model's context length,
+        in numbers (:meth:`AttentionModule.state_size`)."""
+        return ATTENTION_REGISTRY[variant].state_size(
             self.config.d_model, block.attention.num_heads, self.config.context_length,
             kv_heads=layer_kv_heads(self.config, variant), **layer_options(self.config, variant, layer))
-            for layer, (variant, block) in enumerate(layers, start=1))
 
 
 WEIGHTS_PREFIX = "model."  # the SequenceModel's attribute in the module whose state_dict a checkpoint holds

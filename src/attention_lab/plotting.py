@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -23,6 +23,12 @@ CELL_SIZE = 0.4  # inches per cell of attention_figure: room for "0.00" at ANNOT
 # 6-word map is about that wide, and its PNG small: encoding it and TensorBoard's checksum of it cost the
 # TensorBoard callback more than drawing it.
 DPI = 80
+# TensorBoard's Images dashboard draws every image 350 px wide (its card, tf-image-loader's width), scaled with
+# `image-rendering: pixelated`: a 2-layer × 4-head grid drawn at DPI (246 px) came out blocky and its numbers hard to
+# read. The small grids are drawn at the dpi that makes them that wide (card_dpi), up to MAX_DPI; wider ones at DPI.
+CARD_WIDTH = 350
+MAX_DPI = 120
+TRIM_PAD = 3 / 72  # inches left around the text of a trimmed figure
 
 
 def run_title(run_name: str, detail: str, limit: int = 40) -> str:
@@ -82,26 +88,27 @@ def draw_heatmap(ax, weights, query_words: Sequence[str], key_words: Sequence[st
 
 def attention_figure(weights, query_words: Sequence[str], key_words: Sequence[str], title: str = "", *,
                      xlabel: str = "key (attended to)", ylabel: str = "query",
-                     scale: ColourScale = UNIT_SCALE) -> Figure:
-    """One heatmap and its colorbar, with cells of CELL_SIZE inches, in a figure trimmed to its text.
+                     scale: ColourScale = UNIT_SCALE, dpi: int = DPI) -> Figure:
+    """One heatmap and its colorbar, with cells of CELL_SIZE inches, in a figure trimmed to its text, drawn at
+    ``dpi``.
 
     Laid out by hand, once: constrained layout would measure every artist again at each draw. Positions are
     whole pixels, so that the cells have sharp edges (and cells drawn again look as the first ones)."""
 
     def pixels(inches: float) -> int:
-        return round(inches * DPI)
+        return round(inches * dpi)
 
     width, height = pixels(max(len(key_words), 1) * CELL_SIZE), pixels(max(len(query_words), 1) * CELL_SIZE)
-    bar_gap, bar_width, pad, margin = pixels(0.12), pixels(0.15), pixels(3 / 72), pixels(4)
+    bar_gap, bar_width, pad, margin = pixels(0.12), pixels(0.15), pixels(TRIM_PAD), pixels(4)
 
     def place(left: int, bottom: int, fig_width: int, fig_height: int) -> None:
         """The heatmap's lower left corner at (left, bottom) in a figure of fig_width x fig_height pixels."""
-        fig.set_size_inches(fig_width / DPI, fig_height / DPI)
+        fig.set_size_inches(fig_width / dpi, fig_height / dpi)
         ax.set_position((left / fig_width, bottom / fig_height, width / fig_width, height / fig_height))
         cax.set_position(((left + width + bar_gap) / fig_width, bottom / fig_height,
                           bar_width / fig_width, height / fig_height))
 
-    fig = Figure(dpi=DPI)
+    fig = Figure(dpi=dpi)
     canvas = FigureCanvasAgg(fig)
     ax, cax = fig.add_axes((0, 0, 1, 1)), fig.add_axes((0, 0, 1, 1))
     place(margin, margin, width + 2 * margin, height + 2 * margin)  # margins that hold every label
@@ -124,10 +131,11 @@ class HeatmapFigure:
     (matplotlib's blitting). A full ``canvas.draw()`` would lay out the frame's text again for every map."""
 
     def __init__(self, query_words: Sequence[str], key_words: Sequence[str], title: str,
-                 scale: ColourScale = UNIT_SCALE, *, xlabel: str = "key (attended to)", ylabel: str = "query") -> None:
-        self.scale = scale  # its colorbar is part of the kept frame: another scale is another figure
+                 scale: ColourScale = UNIT_SCALE, *, xlabel: str = "key (attended to)", ylabel: str = "query",
+                 dpi: int = DPI) -> None:
+        self.scale, self.dpi = scale, dpi  # its colorbar is part of the kept frame: another scale is another figure
         self.figure = attention_figure(np.zeros((len(query_words), len(key_words))), query_words, key_words, title,
-                                       xlabel=xlabel, ylabel=ylabel, scale=scale)
+                                       xlabel=xlabel, ylabel=ylabel, scale=scale, dpi=dpi)
         self.canvas = FigureCanvasAgg(self.figure)
         ax = self.figure.axes[0]
         self.image, self.title = ax.images[0], ax.title
@@ -147,6 +155,12 @@ class HeatmapFigure:
         self.background = self.canvas.copy_from_bbox(self.figure.bbox)
         # Where the title the frame was laid out for is drawn (measured after a draw: drawing places the title)
         self.first_title = self.title_box(title).bounds
+
+    def width_for(self, title: str) -> int:
+        """The width, in pixels, of a new :func:`attention_figure` of this frame's map with ``title`` at this frame's
+        dpi: its text (the map's words, the colorbar, the title) and the room around it."""
+        drawn = Bbox.union([self.content, self.title_box(title)])
+        return math.ceil(drawn.x1) - math.floor(drawn.x0) + 2 * round(TRIM_PAD * self.dpi)
 
     def title_box(self, title: str) -> Bbox:
         """Where ``title`` is drawn, in pixels (it becomes the title)."""
@@ -188,3 +202,15 @@ class HeatmapFigure:
         for artist in self.changing:
             self.figure.draw_artist(artist)
         return np.asarray(self.canvas.buffer_rgba())[..., :3]
+
+
+
+def card_dpi(frame_at: Callable[[int], HeatmapFigure], title: str) -> int:
+    """The dpi at which a map with ``title`` comes out as wide as TensorBoard's image card and no wider, as near as
+    whole dpis come: at least DPI (a map wider than the card at DPI stays at DPI), at most MAX_DPI. ``frame_at(dpi)``:
+    the map's frame (any title) drawn at ``dpi``. Estimated from its width at DPI, then checked at the dpi chosen:
+    text drawn at another size is not exactly that much wider."""
+    dpi = max(DPI, min(MAX_DPI, math.floor(DPI * CARD_WIDTH / frame_at(DPI).width_for(title))))
+    while dpi > DPI and frame_at(dpi).width_for(title) > CARD_WIDTH:
+        dpi -= 1
+    return dpi

@@ -2,8 +2,8 @@
 
 TensorBoard's Scalars and Time Series dashboards group the cards by the tag's first component and order them by
 the tag (``compareTagNames`` in TensorBoard's frontend: character codes, numbers as numbers), so that the sections
-of a run sort as ``ablation`` (images), ``attention``, ``attention_entropy``, ``epoch``, ``head_score``, ``hp``,
-``lr-AdamW``, ``train``, ``val``: the learning curves came last. Here the loss and accuracy of every split are
+of a run sort as ``attention``, ``attention_entropy``, ``epoch``, ``head_score``, ``hp``, ``lr-AdamW``,
+``per_head`` (images), ``train``, ``val``: the learning curves came last. Here the loss and accuracy of every split are
 written under :data:`SECTION`, whose capital letter sorts before every lowercase tag: the first section is the
 learning curves, each card titled with its metric's own name (``Loss and accuracy/val/seq_acc``).
 

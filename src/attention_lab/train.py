@@ -32,12 +32,16 @@ from attention_lab.callbacks.rng_state import RngState
 from attention_lab.callbacks.run_end_note import RunEndNote
 from attention_lab.callbacks.steps_to_solve import StepsToSolve
 from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
-from attention_lab.config import Mask, Position
 from attention_lab.data.probe import example_text
 from attention_lab.epochs_from_steps import epochs_for_steps
 from attention_lab.errors import TrainingInterrupted
-from attention_lab.files import METRICS, write_json
+from attention_lab.files import METRICS
+from attention_lab.formation_rule import unformed
+from attention_lab.hparams_table import hparams_for_dashboard, hparams_table, write_table
 from attention_lab.index_tags import is_index_tag
+from attention_lab.layer_memory import memory_line
+from attention_lab.metrics_file import write_metrics
+from attention_lab.tensorboard_plugin.run_names import NO_OVERRIDES
 from attention_lab.writes import check_writes
 
 if TYPE_CHECKING:  # the type only: train() is handed the object, and imports nothing from run/
@@ -79,48 +83,13 @@ def instantiate_all(cfg: DictConfig, group: str, run_name: str = "") -> dict[str
 
 def run_name_argument(node: DictConfig, run_name: str) -> dict[str, str]:
     """How the class a node builds takes the run's name: TensorBoard's ``version`` (the run's folder and name in
-    TensorBoard), a callback's ``run_name`` (its titles); nothing for the others, or where the config sets it."""
+    TensorBoard; a run without overrides gets a folder too, named as the attention tab names it, so that TensorBoard
+    over the run dir lists it by that name and not as ``tensorboard``), a callback's ``run_name`` (its titles);
+    nothing for the others, or where the config sets it."""
     built = hydra.utils.get_method(str(node["_target_"]))  # a class or a function (no get_object before Hydra 1.3.2)
     key = "version" if isinstance(built, type) and issubclass(built, TensorBoardLogger) else "run_name"
     takes = key in inspect.signature(built).parameters
-    return {key: run_name} if takes and key not in node else {}
-
-
-def hparams_for_dashboard(cfg: DictConfig) -> dict[str, Any]:
-    """Every knob a sweep may vary, flat: metrics.json's "hparams"."""
-    model = cfg.model
-    return {
-        "model": model.name, "mixers": ",".join(str(name) for name in model.mixers) if model.get("mixers") else "",
-        "heads": model.num_heads, "kv_heads": model.kv_heads or model.num_heads,
-        "d_model": model.d_model, "layers": model.layers, "mask": Mask(model.mask).value,
-        "window": model.window or 0, "position": Position(model.position).value,
-        "block": model.block.name, "task": cfg.task.name, "lr": cfg.lr,
-        "batch_size": cfg.batch_size, "dropout": model.dropout, "seed": cfg.seed,
-    }
-
-
-def shown_hparams(cfg: DictConfig, keys: tuple[str, ...], name: str = "") -> dict[str, Any]:
-    """TensorBoard's HParams columns: ``run``, the run's name (its overrides: a Trial ID is its path, which the
-    table cuts short), every knob, and the settings ``keys`` a sweep job's sweep varies beyond them, as they took
-    effect (``heads`` of a single-head variant: 1). Every run has the same knobs: TensorBoard takes the table's
-    columns from the first run it finds, so over a logdir of runs and sweeps, every run's knobs must be there."""
-    shown: dict[str, Any] = {"run": name or "(defaults)", **hparams_for_dashboard(cfg)}
-    for key in keys:
-        if key not in shown:
-            value = OmegaConf.select(cfg, key)
-            value = getattr(value, "value", value)  # an enum
-            shown[key] = value if isinstance(value, (bool, int, float, str)) else str(value)
-    return shown
-
-
-def hparams_metrics(metrics: dict[str, Any], optimized_metric: str) -> dict[str, float]:
-    """TensorBoard's HParams metrics (``hp/<metric>``, "/" as "_"): the final validation metrics, the run's
-    ``optimized_metric`` (e.g. a preset's ``head_score/...``) and ``steps_to_solve``; one never measured (a run that
-    never solved) is left out, not given a placeholder."""
-    shown = [key for key in metrics if key.startswith(("val/", "ood/")) and not is_index_tag(key)]
-    shown += [optimized_metric, "steps_to_solve"]
-    return {f"hp/{key.replace('/', '_')}": metrics[key] for key in dict.fromkeys(shown)
-            if isinstance(metrics.get(key), (int, float))}
+    return {key: (run_name or NO_OVERRIDES) if key == "version" else run_name} if takes and key not in node else {}
 
 
 # The steps the final metrics table shows, and what it says for one that never came (None in metrics.json).
@@ -133,10 +102,11 @@ def metrics_table(metrics: dict[str, Any]) -> str:
     shown = {k: v for k, v in metrics.items()
              if k.startswith(("val/", "ood/")) and not is_index_tag(k) or k in (*TABLE_STEPS, "params")}
     width = max(map(len, shown))
+    unrecorded = {**TABLE_STEPS, "formation_step": unformed(metrics)}
 
     def cell(key: str, value: Any) -> str:
         if key in TABLE_STEPS:
-            return TABLE_STEPS[key] if value is None else str(int(value))
+            return unrecorded[key] if value is None else str(int(value))
         return f"{value:.4f}" if isinstance(value, float) else str(value)
 
     return "\n".join(f"  {key:<{width}}  {cell(key, value)}" for key, value in shown.items())
@@ -188,9 +158,8 @@ def train(cfg: DictConfig, context: RunContext) -> dict[str, Any]:
                                                          "before the model existed; nothing was saved")):
         datamodule.setup("fit")  # Trainer.fit's own call reuses it
     module = hydra.utils.instantiate(cfg.module, vocab=datamodule.vocab.itos)
-    cache = module.model.kv_cache_per_token()
     log.info("model: %d parameters; KV cache per token: %s", sum(p.numel() for p in module.parameters()),
-             "none (a recurrent state)" if cache is None else f"{cache} numbers over {cfg.model.layers} layers")
+             memory_line(module.model))
     graceful, solved = GracefulStop(stop), StepsToSolve()
     end_note = RunEndNote(stop, output_dir, example=example_text(cfg.task.name))
     configured, loggers = instantiate_all(cfg, "callbacks", context.name), instantiate_all(cfg, "logger", context.name)
@@ -241,15 +210,14 @@ def train(cfg: DictConfig, context: RunContext) -> dict[str, Any]:
         log.warning("optimized_metric=%s was not measured in this run: a sweeper gets no value from it",
                     cfg.optimized_metric)
     if trainer.is_global_zero:
-        write_json(output_dir / METRICS, metrics)
-        hp_metrics = hparams_metrics(metrics, str(cfg.optimized_metric))
-        hparams = shown_hparams(cfg, context.shown_hparams, context.name)
+        write_metrics(output_dir / METRICS, metrics)
+        table = hparams_table(cfg, context.shown_hparams, context.name, metrics)
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):  # HParams: the knobs beside their final metrics
-                logger.log_hyperparams(hparams, metrics=hp_metrics)
+                write_table(logger, table, trainer.global_step)
             else:
-                logger.log_hyperparams(hparams)
-                logger.log_metrics(hp_metrics, step=trainer.global_step)
+                logger.log_hyperparams(table.values)
+                logger.log_metrics(table.metrics, step=trainer.global_step)
             logger.finalize("success")
         log.info("final metrics of %s:\n%s", output_dir, metrics_table(metrics))
         log.info(end_note.note())

@@ -1,7 +1,12 @@
 """Per-head measurements as pictures: after each validation, one layers x heads heatmap per head score (tags
-``head_score/<kind>``), per ablation (``ablation/<how>/<metric>``) and of the patching (``patching/logit_diff``)
-in TensorBoard, drawn from the scalars the
-run logged (``<family>/layer{l}/head{h}``, see :mod:`attention_lab.head_metrics`)."""
+``per_head/head_score/<kind>``), per ablation (``per_head/ablation/<how>/<metric>``) and of the patching
+(``per_head/patching/logit_diff``) in TensorBoard, drawn from the scalars the run logged
+(``<family>/layer{l}/head{h}``, see :mod:`attention_lab.head_metrics`).
+
+Under ``per_head/``: TensorBoard's Images dashboard sorts its sections by the tags' first part and opens the first
+two, so that ``ablation/...`` came before the probe's attention maps (``attention/layer{l}/head{h}``, the maps that
+show what a head does). ``per_head`` sorts after ``attention``. Each grid is drawn at the dpi that makes it as wide
+as the dashboard's card (:func:`attention_lab.plotting.card_dpi`): the dashboard scales every image to it."""
 
 from __future__ import annotations
 
@@ -14,9 +19,17 @@ from lightning.pytorch.utilities import rank_zero_only
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from attention_lab.head_metrics import ENTROPY, FAMILIES, grid
-from attention_lab.plotting import HeatmapFigure, attention_figure, run_title
+from attention_lab.plotting import DPI, HeatmapFigure, attention_figure, card_dpi, run_title
 
 DRAWN = tuple(family for family in FAMILIES if family != ENTROPY)
+# The step the grids' dpi is fitted for (grid_dpi): a title naming a later one makes its image a little wider.
+LONGEST_STEP = 99_999_999
+IMAGE_SECTION = "per_head"  # the Images dashboard's section of these heatmaps: after "attention" (the probe's maps)
+
+
+def image_tag(family: str) -> str:
+    """The TensorBoard image tag of a family's heatmap."""
+    return f"{IMAGE_SECTION}/{family}"
 
 
 def grid_axes(grid: list[list[float]]) -> tuple[list[str], list[str]]:
@@ -29,10 +42,31 @@ def grid_title(kind: str, step: int, run_name: str = "") -> str:
     return run_title(run_name, f"{name}{'' if '/' in name else ' score'} · step {step}")
 
 
-def score_image(grid: list[list[float]], kind: str, step: int, run_name: str = "") -> np.ndarray:
-    """The heatmap of a layers x heads grid as an (H, W, 3) uint8 image: heads across, layers down."""
+def grid_frame(grid: list[list[float]], title: str = "", dpi: int = DPI) -> HeatmapFigure:
+    """A layers x heads grid's frame (heads across, layers down) at ``dpi``."""
+    return HeatmapFigure(*grid_axes(grid), title, xlabel="head", ylabel="layer", dpi=dpi)
+
+
+def grid_dpi(grid: list[list[float]], run_name: str = "") -> int:
+    """The dpi of a grid's heatmaps in a run: the widest that fits TensorBoard's image card with the widest title the
+    run can give them (any family, a step of up to LONGEST_STEP), so that all of a run's grids of one shape share
+    it and one frame (:class:`HeadScoreMaps`)."""
+    frames: dict[int, HeatmapFigure] = {}
+
+    def frame_at(dpi: int) -> HeatmapFigure:
+        if dpi not in frames:
+            frames[dpi] = grid_frame(grid, dpi=dpi)
+        return frames[dpi]
+
+    widest = max((grid_title(family, LONGEST_STEP, run_name) for family in DRAWN), key=frame_at(DPI).width_for)
+    return card_dpi(frame_at, widest)
+
+
+def score_image(grid: list[list[float]], kind: str, step: int, run_name: str = "", dpi: int | None = None) -> np.ndarray:
+    """The heatmap of a layers x heads grid as an (H, W, 3) uint8 image: heads across, layers down, at ``dpi``
+    (default: :func:`grid_dpi`'s)."""
     figure = attention_figure(np.asarray(grid), *grid_axes(grid), grid_title(kind, step, run_name),
-                              xlabel="head", ylabel="layer")
+                              xlabel="head", ylabel="layer", dpi=grid_dpi(grid, run_name) if dpi is None else dpi)
     if not kind.startswith("head_score/"):  # a loss increase, a drop or a restored fraction may pass 1 or 0
         values = [v for row in grid for v in row if not math.isnan(v)]
         figure.axes[0].images[0].set_clim(min(0.0, *values), max(1e-6, *values))
@@ -55,20 +89,23 @@ class HeadScoreMaps(L.Callback):
         # The final validation repeats the last step's: each family is drawn once a step (the ablations, measured
         # only in the final validation by default, are new there).
         self.drawn_at: dict[str, int] = {}
-        # The head scores share one colour scale (0 to 1) and, for a grid shape, one frame: a figure drawn once and
-        # redrawn for each score (HeatmapFigure), in a fraction of a new figure's time.
+        # The head scores share one colour scale (0 to 1) and, for a grid shape, one dpi (grid_dpi) and one frame: a
+        # figure drawn once and redrawn for each score (HeatmapFigure), in a fraction of a new figure's time.
+        self.dpis: dict[tuple[int, int], int] = {}
         self.figures: dict[tuple[int, int], HeatmapFigure] = {}
 
     def image(self, grid: list[list[float]], family: str, step: int) -> np.ndarray:
         """The family's heatmap: the image :func:`score_image` draws."""
-        if not family.startswith("head_score/"):  # an ablation's or the patching's colours follow its own values
-            return score_image(grid, family, step, self.run_name)
         title, shape = grid_title(family, step, self.run_name), (len(grid), len(grid[0]))
+        if shape not in self.dpis:
+            self.dpis[shape] = grid_dpi(grid, self.run_name)
+        if not family.startswith("head_score/"):  # an ablation's or the patching's colours follow its own values
+            return score_image(grid, family, step, self.run_name, self.dpis[shape])
         if shape not in self.figures:
-            self.figures[shape] = HeatmapFigure(*grid_axes(grid), title, xlabel="head", ylabel="layer")
+            self.figures[shape] = grid_frame(grid, title, self.dpis[shape])
         figure = self.figures[shape]
         if not figure.draws_as_new(title):
-            return score_image(grid, family, step, self.run_name)
+            return score_image(grid, family, step, self.run_name, self.dpis[shape])
         return figure.render(np.asarray(grid, dtype=float), title)
 
     @rank_zero_only
@@ -86,4 +123,4 @@ class HeadScoreMaps(L.Callback):
             cells = grid(metrics, family)
             if cells is not None and self.drawn_at.get(family) != step:
                 self.drawn_at[family] = step
-                writer.add_image(family, self.image(cells, family, step), step, dataformats="HWC")
+                writer.add_image(image_tag(family), self.image(cells, family, step), step, dataformats="HWC")

@@ -4,7 +4,8 @@ a writer head and a later reader head) and the loss at each target index (a list
 
 - ``formation_step``: the first validation at which a head above the first layer scores ``threshold`` or more on
   the induction detector (an induction head needs a previous-token head below it to read from; a one-layer model
-  has none and records None);
+  has no head above layer 0 and records None, even where its layer-0 heads score high, as with smeared keys, and
+  even when it solves the task: solving is a rule of its own, ``steps_to_solve``);
 - ``loss_drop_step``: the end of the validation interval over which ``val/loss`` fell the most;
 
 and the whole history (``formation`` in metrics.json), from which ``compare.py --plot`` draws the curves. Kept in
@@ -17,10 +18,10 @@ from typing import Any
 import lightning as L
 
 from attention_lab.callbacks.findings import Findings
+from attention_lab.formation_rule import MIN_LAYER, THRESHOLD
 from attention_lab.head_metrics import COMPOSITIONS, HeadMetric, composition_prefix, score_family
 from attention_lab.index_tags import by_index
 
-THRESHOLD = 0.5
 SERIES = ("step", "val/loss", "val/in_context_score", "previous_token", "induction", "induction_later_layers",
           *(f"composition_{kind}" for kind in COMPOSITIONS), "loss_by_index")
 
@@ -61,7 +62,7 @@ class InductionFormation(Findings):
                "val/in_context_score": metrics.get("val/in_context_score"),
                "previous_token": best_scores(metrics, "previous_token"),
                "induction": best_scores(metrics, "induction"),
-               "induction_later_layers": best_scores(metrics, "induction", min_layer=1),
+               "induction_later_layers": best_scores(metrics, "induction", min_layer=MIN_LAYER),
                **{f"composition_{kind}": best_composition(metrics, kind) for kind in COMPOSITIONS},
                "loss_by_index": by_index(metrics)}
         for name in SERIES:

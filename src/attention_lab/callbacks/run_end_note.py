@@ -15,10 +15,11 @@ import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 
-from attention_lab.callbacks.steps_to_solve import StopWhenSolved
+from attention_lab.callbacks.steps_to_solve import StepsToSolve, StopWhenSolved
+from attention_lab.commands import shown_path
 from attention_lab.data.probe import EXAMPLE_TEXT
 from attention_lab.run.signals import StopSignals
-from attention_lab.run.sweep_summary import shown_path, tensorboard_line, visualize_command
+from attention_lab.run.sweep_summary import tensorboard_line, visualize_command
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,20 @@ def early_stop_reason(callback: EarlyStopping, trainer: L.Trainer) -> str | None
     return f"early stopping at step {step}: {callback.monitor} = {shown} is not finite"
 
 
+def trained_past_solving(trainer: L.Trainer) -> str:
+    """Why a solved run went on to its step limit, or "": without the stop when solved (an experiment that watches
+    training go on past it, e.g. experiment=induction_formation, or ``callbacks.early_stopping=null``), a run that
+    prints a ``steps_to_solve`` and then ``max_steps=... reached`` would read as breaking the rule that a run stops
+    where it is solved."""
+    if any(isinstance(callback, StopWhenSolved) for callback in trainer.callbacks):
+        return ""
+    solved = next((callback.step for callback in trainer.callbacks if isinstance(callback, StepsToSolve)), None)
+    if solved is None:
+        return ""
+    return (f" (solved at step {solved}; this run trains past solving: its stop when solved, "
+            "callbacks.early_stopping, is off)")
+
+
 class RunEndNote(L.Callback):
     """Says why the run stopped and what to run next; ``note()`` is the closing block (train.py prints it after
     the final metrics), an interruption is said at once (the process ends with it)."""
@@ -62,9 +77,9 @@ class RunEndNote(L.Callback):
                 return
         step = trainer.global_step
         if trainer.max_steps > 0 and step >= trainer.max_steps:
-            self.reason = f"max_steps={trainer.max_steps} reached"
+            self.reason = f"max_steps={trainer.max_steps} reached{trained_past_solving(trainer)}"
         else:
-            self.reason = f"max_epochs={trainer.max_epochs} reached at step {step}"
+            self.reason = f"max_epochs={trainer.max_epochs} reached at step {step}{trained_past_solving(trainer)}"
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         if self.stop.signum is not None:

@@ -1,12 +1,15 @@
-"""The command line of the review scripts, without Hydra or torch: argparse with one-line errors, and the output
-directory (``--out``) checked before any work is done, and each file written into it as a new file."""
+"""The command line of the review scripts, without Hydra or torch: argparse with one-line errors, the output
+directory (``--out``) checked before any work is done, each file written into it as a new file, and the one
+``error:`` line a script ends with when its work fails (:func:`failed`), a MemoryError included."""
 
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +19,37 @@ from attention_lab.review.escape import console
 
 class ReviewError(ValueError):
     """A mistake the user can fix (bad argument, missing checkpoint, ...); the message is one line."""
+
+
+# What a review script's work may end with: its ``except REVIEW_FAILURES as err: return failed(err, ...)`` makes
+# each one line. MemoryError is here because a record can be larger than the machine (each tool bounds what it
+# reads, but the bounds are far above a lab run's, and the machine may be small or busy).
+REVIEW_FAILURES = (ReviewError, MemoryError)
+
+
+def failed(err: ReviewError | MemoryError, prog: str, subject: str | Path) -> int:
+    """Prints the one ``error:`` line of ``prog``'s failed work on ``subject`` to stderr; returns the exit status, 1.
+    For a MemoryError, what the failed work built is freed first (it is held by the frames of the error's
+    traceback), so that the line itself can be written."""
+    if isinstance(err, MemoryError):
+        release(err)
+        line = (f"{prog} ran out of memory on {subject} (MemoryError): its records need more memory than this "
+                "machine has free; close other programs, or use a machine with more memory")
+    else:
+        line = str(err)
+    print(console(f"error: {line}"), file=sys.stderr)
+    return 1
+
+
+def release(err: BaseException) -> None:
+    """Drops the frames of ``err``'s traceback (and those of the errors it was raised from) with their locals."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        traceback.clear_frames(err.__traceback__)
+        err.__traceback__ = None
+        err = err.__cause__ or err.__context__
+    gc.collect()
 
 
 class ReviewArgumentParser(argparse.ArgumentParser):

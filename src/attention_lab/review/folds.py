@@ -18,6 +18,10 @@ class Folded:
     into: str
     reason: str
 
+    def moved(self, sweep: str) -> Folded:
+        """The fold as a folder above its sweep names it: job ``<sweep>/<into>`` (``sweep`` "." is the folder itself)."""
+        return self if sweep == "." else Folded(self.overrides, f"{sweep}/{self.into}", self.reason)
+
     def line(self, common: list[str]) -> str:
         configuration = " ".join(o for o in self.overrides if o not in common) or "(defaults)"
         return f"folded: {configuration} into job {self.into}: {self.reason}"

@@ -58,7 +58,7 @@ def series(sweep: Sweep, x: str, line: str, metric: str, best: str | None = None
         mean, std = mean_std(group.values(metric))
         x_value = x_of(group, x)
         if mean is not None and x_value is not None:
-            note = f"{best}={cell.winner}, best of {cell.tried}" if best else ""
+            note = cell.named(best) if best else ""
             points.append(Point(number(x_value, x), mean, std, len(group.values(metric)), group.total, note))
     if not any(lines.values()):
         raise ReviewError(f"no ok job of {sweep.dir} reports {metric}: choose another --metric or wait for the jobs")

@@ -25,6 +25,7 @@ from attention_lab.files import (
     UnreadableRecord,
     read_yaml_record,
 )
+from attention_lab.model_bounds import RefusedCheckpoint, check_archive, check_checkpoint
 from attention_lab.review.attention_maps import AttentionMaps
 from attention_lab.review.cli import ReviewError
 
@@ -32,9 +33,6 @@ log = logging.getLogger(__name__)
 
 # last.ckpt is the model that metrics.json describes (the end of training); best.ckpt the best validation.
 CHECKPOINT_NAMES = (LAST_CHECKPOINT, BEST_CHECKPOINT)
-# Numbers a checkpoint's model may build beyond those the file stores: tables computed when it is built (the
-# sinusoidal positions, context_length x d_model), for any context a sentence could fill.
-MAX_BUILT_NUMBERS = 1 << 22
 
 
 @dataclass
@@ -108,63 +106,45 @@ def describe_run(files: RunFiles, module) -> str:
     return f"{run_name} · {' '.join(parts)} · {files.checkpoint.name}"
 
 
-def declared_numbers(model: dict, vocab_size: int) -> int:
-    """How many numbers (parameters and buffers) the model of these hyper-parameters holds, counted on PyTorch's
-    meta device: nothing of that size is allocated."""
-    import torch
-
-    from attention_lab.config import ModelConfig
-    from attention_lab.model import SequenceModel
-
-    with torch.device("meta"):
-        declared = SequenceModel(ModelConfig.from_dict(model), vocab_size)
-    return sum(tensor.numel() for tensor in (*declared.parameters(), *declared.buffers()))
-
-
-def check_declared_size(files: RunFiles, checkpoint: dict) -> None:
-    """Hyper-parameters that declare a model far larger than the weights the file stores are refused before the
-    model is built: a few bytes of a checkpoint must not make the lab allocate gigabytes."""
-    hparams, state = checkpoint["hyper_parameters"], checkpoint.get("state_dict")
-    stored = sum(t.numel() for t in state.values() if hasattr(t, "numel")) if isinstance(state, dict) else 0
-    declared = declared_numbers(hparams["model"], len(hparams["vocab"]))
-    if declared > stored + MAX_BUILT_NUMBERS:
-        raise ReviewError(f"cannot load checkpoint {files.checkpoint}: its hyper-parameters declare a model of "
-                          f"{declared:,} numbers but it stores {stored:,}; refused before building it")
-
-
 def load_module(files: RunFiles):
     """(TrainedModel in eval mode on the CPU, global step of the checkpoint): torch alone, no Lightning.
 
     The load uses ``weights_only=True``: a checkpoint is data. One whose unpickling needs anything beyond
-    tensors and plain values (which could run code) is refused with a ReviewError, not loaded."""
-    import torch
-
-    from attention_lab.model import TrainedModel, WeightsMismatch
+    tensors and plain values (which could run code) is refused with a ReviewError, not loaded; so is one beyond
+    the bounds of :mod:`attention_lab.model_bounds`, before its model is built."""
+    from attention_lab.model import WeightsMismatch
 
     try:
-        with open(files.checkpoint, "rb") as handle:
-            if not zipfile.is_zipfile(handle):  # torch.save writes zip archives
-                raise ReviewError(f"cannot load checkpoint {files.checkpoint}: it is not a file written by "
-                                  "torch.save (truncated, or of another program)")
-        checkpoint = torch.load(files.checkpoint, map_location="cpu", weights_only=True)
-        hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
-        if not isinstance(hparams, dict) or not {"model", "vocab"} <= set(hparams):
-            raise ReviewError(f"cannot load checkpoint {files.checkpoint}: its hparams hold no model config and "
-                              "vocabulary (a checkpoint of another program)")
-        check_declared_size(files, checkpoint)
-        module = TrainedModel.from_checkpoint(checkpoint)
+        return read_module(files.checkpoint)
     except pickle.UnpicklingError:
-        raise ReviewError(f"cannot load checkpoint {files.checkpoint}: it holds objects other than tensors and "
-                          "plain values, and unpickling them could run code; refused (only checkpoints "
-                          "written by scripts/train.py are loaded)") from None
-    except ReviewError:
-        raise
-    except WeightsMismatch as err:
-        raise ReviewError(f"cannot load checkpoint {files.checkpoint}: {err}") from None
-    except Exception as err:  # a truncated or foreign file: one line, not a traceback
-        first_line = f"{type(err).__name__}: {err}".splitlines()[0]
-        raise ReviewError(f"cannot load checkpoint {files.checkpoint}: {first_line}") from None
-    return module, int(checkpoint.get("global_step", 0))
+        problem = ("it holds objects other than tensors and plain values, and unpickling them could run code; "
+                   "refused (only checkpoints written by scripts/train.py are loaded)")
+    except (RefusedCheckpoint, WeightsMismatch) as err:
+        problem = str(err)
+    except Exception as err:  # a truncated or foreign file, or memory running out: one line, not a traceback
+        problem = f"{type(err).__name__}: {err}".splitlines()[0]
+    # Raised here, after the handler: the error (which the attention tab keeps, to refuse the file again cheaply)
+    # then holds no traceback, and so none of the frames that held the loaded checkpoint and what was built of it.
+    raise ReviewError(f"cannot load checkpoint {files.checkpoint}: {problem}")
+
+
+def read_module(path: Path):
+    """load_module's work; raises RefusedCheckpoint, WeightsMismatch or whatever loading the file raised."""
+    import torch
+
+    from attention_lab.model import TrainedModel
+
+    with open(path, "rb") as handle:
+        if not zipfile.is_zipfile(handle):  # torch.save writes zip archives
+            raise RefusedCheckpoint("it is not a file written by torch.save (truncated, or of another program)")
+    check_archive(path)
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    if not isinstance(hparams, dict) or not {"model", "vocab"} <= set(hparams):
+        raise RefusedCheckpoint("its hparams hold no model config and vocabulary (a checkpoint of another program)")
+    step = int(checkpoint.get("global_step", 0))
+    check_checkpoint(checkpoint)
+    return TrainedModel.from_checkpoint(checkpoint), step
 
 
 # ---------------------------------------------------------------------------------------------- words -> maps

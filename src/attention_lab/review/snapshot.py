@@ -6,6 +6,12 @@ The records are read as the tab reads them: TensorBoard's event multiplexer and 
 :class:`~attention_lab.tensorboard_plugin.run_data.Source`, which checks the sizes the event files declare before
 any array is built. The run dir is data: the page is written into ``<run>/visualize/`` (refused when that links
 elsewhere) or to ``--out``, as a new file, never through a link.
+
+What it embeds is bounded before it is built: the weights the probe records declare (MAX_SNAPSHOT_WEIGHTS, from
+the event files, before the arrays), each step's scores and circuits as one answer of the tab
+(:data:`~attention_lab.tensorboard_plugin.limits.MAX_ANSWER_CELLS`), and the bytes of everything together
+(MAX_SNAPSHOT_BYTES): each step's part is written as JSON as soon as it is read and counted, and the page is
+written from those parts, part by part.
 """
 
 from __future__ import annotations
@@ -13,17 +19,24 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import chain
 from pathlib import Path, PurePosixPath
 
 from attention_lab.files import MULTIRUN_RECORD
 from attention_lab.review.bundle import BundleError, bundle
-from attention_lab.review.cli import ReviewError, output_dir, written_text
+from attention_lab.review.cli import ReviewError, output_dir, written
 from attention_lab.run.resume import escaping_link
 
 # Numbers (weights of every step) a snapshot holds: some 30 MB of page, far above a lab run's (a default run logs
 # a few dozen steps of 2 layers x 4 heads x 8 x 8 words) and still a page a browser opens.
 MAX_SNAPSHOT_WEIGHTS = 1 << 22
+# Bytes of records a snapshot embeds (every step's maps, scores and circuits, as JSON): twice what the most weights
+# take as JSON, and far above a lab run's (a default run's whole page is some 229 KB). A run dir that logs wide
+# grids at many steps reaches it after a few steps' parts, before any page is built.
+MAX_SNAPSHOT_BYTES = 1 << 26
 ENTRY = "snapshot.js"
 
 TEMPLATE = """<!DOCTYPE html>
@@ -88,10 +101,57 @@ def check_run_dir(path: Path) -> Path:
     return path.resolve()
 
 
+@dataclass
+class Embedded:
+    """A part of the page's data, already written as JSON for the page's script element."""
+
+    text: str
+
+
+@dataclass
+class PageBudget:
+    """The bytes of records the page embeds so far: each part is written as JSON when it is read and counted, and
+    the snapshot is refused (one line naming MAX_SNAPSHOT_BYTES) as soon as the parts pass the bound."""
+
+    run_dir: Path
+    limit: int = MAX_SNAPSHOT_BYTES
+    used: int = 0
+
+    def embed(self, value, what: str) -> Embedded:
+        text = json_for_script(value)
+        self.used += len(text) if text.isascii() else len(text.encode("utf-8"))
+        if self.used > self.limit:
+            raise ReviewError(f"the snapshot of {self.run_dir} would embed more than {self.limit} bytes of records, "
+                              f"the most a snapshot holds ({self.used} with {what}): open the run in TensorBoard's "
+                              "attention tab")
+        return Embedded(text)
+
+
+def json_parts(value) -> Iterator[str]:
+    """The JSON of ``value``, in parts, with each Embedded part as it was written (json_for_script's escaping)."""
+    if isinstance(value, Embedded):
+        yield value.text
+    elif isinstance(value, dict):
+        yield "{"
+        for n, (key, item) in enumerate(value.items()):
+            yield f"{', ' if n else ''}{json_for_script(str(key))}: "
+            yield from json_parts(item)
+        yield "}"
+    elif isinstance(value, list):
+        yield "["
+        for n, item in enumerate(value):
+            yield ", " if n else ""
+            yield from json_parts(item)
+        yield "]"
+    else:
+        yield json_for_script(value)
+
+
 def read_runs(run_dir: Path) -> list[dict]:
     """Every TensorBoard run under ``<run_dir>/tensorboard`` that holds the probe's maps: its words, its maps at
     every logged step and, for each step, the answers of the scores route (grids, focus, redundancy) and of the
-    circuits route (composition, copying, patching; the loss by index once)."""
+    circuits route (composition, copying, patching; the loss by index once). Each step's parts are written as JSON
+    as they are read (:class:`PageBudget`)."""
     from tensorboard import context
     from tensorboard.backend.event_processing import (
         data_provider,
@@ -101,12 +161,8 @@ def read_runs(run_dir: Path) -> list[dict]:
     )
     from tensorboard.plugins.scalar import metadata as scalar_metadata
 
-    from attention_lab.tensorboard_plugin.circuit_views import circuit_views
     from attention_lab.tensorboard_plugin.declared import DeclaredSizes
-    from attention_lab.tensorboard_plugin.focus import annotate, task_kind
-    from attention_lab.tensorboard_plugin.run_data import NoMaps, Source
-    from attention_lab.tensorboard_plugin.run_names import run_label
-    from attention_lab.tensorboard_plugin.scores import grids_at
+    from attention_lab.tensorboard_plugin.run_data import Source
     from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME
 
     # Runs are named as under `tensorboard --logdir outputs`, from the date folder down (<date>/<time>/tensorboard/..)
@@ -124,41 +180,68 @@ def read_runs(run_dir: Path) -> list[dict]:
     if not names:
         raise ReviewError(f"{run_dir} holds no attention records: it was trained before the attention tab existed, "
                           "or without callbacks.attention_summaries")
-    runs = []
-    for name in names:
-        try:
-            content, points = source.probe_points(name)
-            weights = sum(point.numpy.size for point in points)
-            if weights > MAX_SNAPSHOT_WEIGHTS:
-                raise ReviewError(f"the run logged {weights} attention weights over {len(points)} steps, more than the "
-                                  f"{MAX_SNAPSHOT_WEIGHTS} a snapshot holds: open it in TensorBoard's attention tab")
-            maps = [source.page_maps(name, content, points, point) for point in points]
-        except NoMaps as err:
-            raise ReviewError(f"run {name}: {err.reason}") from None
-        series, kind = source.score_series(name), task_kind(str(root), name)
-        # the circuits route's logged views at each step; its loss-by-index heatmap covers every step: kept once
-        circuits = {str(m["step"]): circuit_views(source, name, m["step"]) for m in maps}
-        loss_by_index = [views.pop("loss_by_index") for views in circuits.values()][-1]
-        runs.append({"run": name, "label": run_label(name), "query_words": maps[0]["query_words"],
-                     "key_words": maps[0]["key_words"], "query_axis": maps[0]["query_axis"],
-                     "maps": [{"step": m["step"], "weights": m["weights"], "scale": m["scale"]} for m in maps],
-                     "scores": {str(m["step"]): annotate([grid.to_json() for grid in grids_at(series, m["step"])],
-                                                         m["step"], kind) for m in maps},
-                     "circuits": circuits, "loss_by_index": loss_by_index})
-    return runs
+    budget = PageBudget(run_dir, MAX_SNAPSHOT_BYTES)
+    return [read_run(source, name, budget) for name in names]
 
 
-def render_snapshot(title: str, runs: list[dict]) -> str:
-    """The page: the data, the tab's style and modules, all inline."""
-    steps = sorted({m["step"] for run in runs for m in run["maps"]})
+def read_run(source, name: str, budget: PageBudget) -> dict:
+    """One run's part of the page (see :func:`read_runs`), with its logged ``steps``. Raises ReviewError."""
+    from attention_lab.tensorboard_plugin.circuit_views import circuit_series, logged_views, loss_by_index
+    from attention_lab.tensorboard_plugin.focus import annotate
+    from attention_lab.tensorboard_plugin.run_data import CellBudget, NoMaps, point_maps
+    from attention_lab.tensorboard_plugin.run_names import run_label
+    from attention_lab.tensorboard_plugin.scores import grids_at
+
+    try:
+        records, weights = source.probe_weights(name)
+        if weights > MAX_SNAPSHOT_WEIGHTS:
+            raise ReviewError(f"the run logged {weights} attention weights over {records} steps, more than the "
+                              f"{MAX_SNAPSHOT_WEIGHTS} a snapshot holds: open it in TensorBoard's attention tab")
+        content, points = source.probe_points(name)
+        maps, steps, words = [], [], {}
+        for point in points:
+            shown = point_maps(content, point)
+            words = words or {key: shown[key] for key in ("query_words", "key_words", "query_axis")}
+            steps.append(shown["step"])
+            maps.append(budget.embed({key: shown[key] for key in ("step", "weights", "scale")},
+                                     f"the maps of run {name} at step {point.step}"))
+        series, kind = source.score_series(name), source.task_kind(name)
+        circuits, sizes = circuit_series(source, name)
+        scores, views = {}, {}
+        for step in dict.fromkeys(steps):
+            grids = grids_at(series, step, CellBudget(f"this run's scores at step {step}", sizes).take)
+            scores[str(step)] = budget.embed(annotate([grid.to_json() for grid in grids], step, kind),
+                                             f"the scores of run {name} at step {step}")
+            logged = logged_views(circuits, step, CellBudget(f"this run's circuits at step {step}", sizes))
+            views[str(step)] = budget.embed({"run": name, **logged}, f"the circuits of run {name} at step {step}")
+        heatmap = loss_by_index(circuits, CellBudget("this run's loss by index", sizes))
+    except NoMaps as err:
+        raise ReviewError(f"run {name}: {err.reason}") from None
+    return {"run": name, "label": run_label(name), **words, "maps": maps, "steps": steps,
+            "scores": scores, "circuits": views,
+            "loss_by_index": budget.embed(heatmap, f"the loss by index of run {name}")}
+
+
+def page_parts(title: str, runs: list[dict]) -> Iterator[str]:
+    """The page, in parts: the data, the tab's style and modules, all inline (the style and modules read, and
+    checked, before the first part)."""
+    steps = sorted({step for run in runs for step in run["steps"]})
     note = (f"Written by scripts/snapshot.py on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: the attention of "
             f"the probe sentence at each of the {len(steps)} logged steps ({steps[0]} to {steps[-1]}), with the head "
             "scores and circuits logged at or before each. Everything is in this file: it needs no TensorBoard and no network. "
             "Under every map and table: SVG · PNG · CSV.")
-    data = {"title": title, "note": note, "runs": runs}
-    values = {"TITLE": html.escape(title), "STYLE": tab_style(), "DATA": json_for_script(data),
-              "MODULES": tab_modules()}
-    return re.sub(r"__(TITLE|STYLE|DATA|MODULES)__", lambda m: values[m.group(1)], TEMPLATE)
+    values = {"TITLE": [html.escape(title)], "STYLE": [tab_style()],
+              "DATA": json_parts({"title": title, "note": note,
+                                  "runs": [{key: value for key, value in run.items() if key != "steps"} for run in runs]}),
+              "MODULES": [tab_modules()]}
+    return chain.from_iterable(values[text] if n % 2 else [text]
+                               for n, text in enumerate(re.split(r"__(TITLE|STYLE|DATA|MODULES)__", TEMPLATE)))
+
+
+def write_parts(path: Path, parts: Iterator[str]) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        for part in parts:
+            handle.write(part)
 
 
 def unique_path(folder: Path) -> Path:
@@ -198,5 +281,6 @@ def snapshot(run: str | Path, out: str | None = None) -> dict:
     path = output_path(run_dir, out)
     runs = read_runs(run_dir)
     title = "/".join(run_dir.parts[-2:])
-    written_text(path, render_snapshot(title, runs))
-    return {"path": path, "runs": [(r["label"], [m["step"] for m in r["maps"]]) for r in runs]}
+    parts = page_parts(title, runs)
+    written(path, lambda tmp: write_parts(tmp, parts))
+    return {"path": path, "runs": [(run["label"], run["steps"]) for run in runs]}

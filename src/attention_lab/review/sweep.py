@@ -15,7 +15,10 @@ A record that cannot be read (see :mod:`attention_lab.review.records`) is left o
 ``Sweep.problems``, one line each; the job's row says which of its files those were.
 
 :func:`seed_groups` groups the jobs whose overrides are equal except for ``seed=``: the repeats of one
-configuration (``python scripts/train.py -m ... seed=0,1,2``), summarised as mean ± sample std and n.
+configuration (``python scripts/train.py -m ... seed=0,1,2``), summarised as mean ± sample std and n; which of
+them is the best, if any, is :mod:`attention_lab.review.verdict`'s to say. A folder of several sweeps (a date
+folder) is read sweep by sweep, each job with its own sweep's records, and pooled or refused
+(:mod:`attention_lab.review.sweep_roots`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from attention_lab.review.records import (
     strings,
     text,
 )
+from attention_lab.review.sweep_roots import by_sweep, pooling
 from attention_lab.run.run_info import RunInfo, RunStatus, parse
 
 # What run_info.json and the summary hold (a run claiming its dir, "starting", is shown as running).
@@ -67,7 +71,6 @@ class Job:
     error: str = ""
     optimized_metric: str | None = None
     configuration: str = ""  # the overrides that differ between jobs
-    best: bool = False
     reports_solve: bool = False  # metrics.json has steps_to_solve (a number, or null: never solved)
     steps_to_solve: int | None = None
     unreadable: list[str] = field(default_factory=list)  # its files named in Sweep.problems
@@ -89,6 +92,7 @@ class Sweep:
     metric_names: list[str]  # val/* then ood/* columns, the optimized metric (maybe a head score) first
     problems: list[str] = field(default_factory=list)  # one line per record that could not be read
     folds: list[Folded] = field(default_factory=list)  # combinations not run: they train the same run as a job
+    pooled: str = ""  # a folder of several sweeps (a date folder): the line naming the sweeps pooled
 
     def counts(self) -> dict[str, int]:
         return {s: sum(j.status == s for j in self.jobs) for s in STATUSES if any(j.status == s for j in self.jobs)}
@@ -310,7 +314,7 @@ def direction_of(hydra: dict, metric: str, path: Path, unreadable: Unreadable) -
     if metric.startswith(("ablation/", "patching/")):  # the larger the drop (or the part restored), the more the
         # model needs the head: ranked first
         return "maximize"
-    return "minimize" if re.search(r"loss|error|perplexity|entropy|_step$", metric) else "maximize"
+    return "minimize" if re.search(r"loss|error|perplexity|entropy|_step$|^steps_to_solve$", metric) else "maximize"
 
 
 def best_head_scores(metrics: dict[str, Any]) -> dict[str, float]:
@@ -336,16 +340,23 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
         raise ReviewError(f"{sweep_dir} holds no job directories (*/.hydra/overrides.yaml): "
                           "pass the directory a `train.py -m` sweep wrote")
     unreadable = Unreadable(sweep_dir)
-    multirun = load_yaml(sweep_dir / MULTIRUN_RECORD, unreadable, dict)
-    summary = load_summary(sweep_dir, unreadable)
-    jobs = [read_job(sweep_dir, d, summary, unreadable) for d in job_dirs]
+    sweeps = by_sweep(sweep_dir, job_dirs)  # a date folder: the sweeps of that day
+    hydras = {root: mapping(load_yaml(root / MULTIRUN_RECORD, unreadable, dict), "hydra", root / MULTIRUN_RECORD,
+                            unreadable) for root in sweeps}
+    commands = {root: recorded_command(root, hydra, unreadable) for root, hydra in hydras.items()}
+    summaries = {root: load_summary(root, unreadable) for root in sweeps}
+    read = {root: [read_job(root, d, summaries[root], unreadable) for d in dirs] for root, dirs in sweeps.items()}
+    pooled = pooling(sweep_dir, {root: [j.overrides for j in jobs] for root, jobs in read.items()}, commands)
+    jobs = [job for sweep_jobs in read.values() for job in sweep_jobs]
+    for job in jobs:  # named as the folder given names them
+        job.id = job.dir.relative_to(sweep_dir).as_posix()
     mark_unfinished(jobs, stale_minutes, time.time() if now is None else now)
 
     metric = metric or next((j.optimized_metric for j in jobs if j.optimized_metric), None) or "val/seq_acc"
     for job in jobs:
         job.optimized_metric = metric
-    hydra = mapping(multirun, "hydra", sweep_dir / MULTIRUN_RECORD, unreadable)
-    direction = direction_of(hydra, metric, sweep_dir / MULTIRUN_RECORD, unreadable)
+    first = next(iter(sweeps))
+    direction = direction_of(hydras[first], metric, first / MULTIRUN_RECORD, unreadable)
     # val/*, then ood/*; a head score only when asked for (--metric head_score/induction/max): tables stay narrow.
     names = sorted({k for j in jobs for k in j.metrics if k.startswith(("val/", "ood/")) and not is_index_tag(k)},
                    key=lambda k: (k.startswith("ood/"), k))
@@ -357,13 +368,14 @@ def collect_sweep(sweep_dir: str | Path, *, metric: str | None = None, stale_min
     common = [o for o in jobs[0].overrides if all(o in j.overrides for j in jobs)] if len(jobs) > 1 else []
     for job in jobs:
         job.configuration = " ".join(o for o in job.overrides if o not in common) or "(defaults)"
-    # A NaN or infinite value is shown as it is, but is never the best.
-    values = [j.value for j in jobs if j.status == "ok" and j.value is not None and math.isfinite(j.value)]
-    if values:
-        best = (max if direction == "maximize" else min)(values)
-        for job in jobs:
-            job.best = job.status == "ok" and job.value == best
-    recorded = mapping(hydra, "overrides", sweep_dir / MULTIRUN_RECORD, unreadable, "hydra.")
-    sweep_overrides = strings(recorded.get("task"), "hydra.overrides.task", sweep_dir / MULTIRUN_RECORD, unreadable)
-    folds = load_folds(sweep_dir, unreadable)
-    return Sweep(sweep_dir, jobs, metric, direction, common, sweep_overrides, metric_names, unreadable.lines, folds)
+    folds = [fold.moved(root.relative_to(sweep_dir).as_posix()) for root in sweeps
+             for fold in load_folds(root, unreadable)]
+    sweep_overrides = commands[first] if len(sweeps) == 1 else []
+    return Sweep(sweep_dir, jobs, metric, direction, common, sweep_overrides, metric_names, unreadable.lines, folds,
+                 pooled)
+
+
+def recorded_command(root: Path, hydra: dict, unreadable: Unreadable) -> list[str]:
+    """A sweep's command line as multirun.yaml records it (hydra.overrides.task), e.g. heads=1,2 seed=0,1,2."""
+    recorded = mapping(hydra, "overrides", root / MULTIRUN_RECORD, unreadable, "hydra.")
+    return strings(recorded.get("task"), "hydra.overrides.task", root / MULTIRUN_RECORD, unreadable)

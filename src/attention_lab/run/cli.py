@@ -5,6 +5,8 @@ created (:class:`attention_lab.run.preflight.PreflightChecks`). Bad input ends i
 status 1 (``HYDRA_FULL_ERROR=1`` raises instead, with the traceback), Hydra's own composition errors included.
 ``resume=<sweep dir>`` is relaunched as the sweep's own command line. Ctrl-C outside a run exits 130.
 
+- A setting written as an option (``--heads 3``, the argparse habit) is one line, ``use heads=3``
+  (:func:`check_dashed_settings`), before Hydra answers it with its usage text.
 - A top-level knob of the wrong type (``heads=two``, ``mask=diagonal``) is refused before Hydra starts
   (:func:`check_knob_types`). A knob's type belongs to the schema (:class:`attention_lab.config.TrainConfig`),
   whatever the presets and groups set, so the command line alone decides it. ``@hydra.main`` composes the config
@@ -34,6 +36,7 @@ from typing import Any, NoReturn
 
 from omegaconf import DictConfig, OmegaConf
 
+from attention_lab.errors import ConfigError
 from attention_lab.review.escape import console
 from attention_lab.run.describe import describe, expected_error
 from attention_lab.run.overrides import is_override, is_sweep_dir, resume_value
@@ -42,9 +45,53 @@ from attention_lab.startup_gc import pause
 # Flags that print something and train nothing: Hydra answers them itself, without our checks.
 INFO_FLAGS = ("-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", "-sc", "--shell-completion",
               "--version", "-p", "--package", "-cp", "--config-path", "-cd", "--config-dir")
+# Hydra's own options (its argparse parser's, which also takes any unambiguous prefix of them): any other argument
+# that starts with "--" is a setting written as an option (`--heads 3`), answered by check_dashed_settings.
+HYDRA_OPTIONS = ("--help", "--hydra-help", "--version", "--cfg", "--resolve", "--package", "--run", "--multirun",
+                 "--shell-completion", "--config-path", "--config-name", "--config-dir", "--experimental-rerun",
+                 "--info")
 # Set in the process that `resume=<sweep dir>` relaunches (the value: that sweep dir), which then runs the
 # sweep's command line as it is instead of rewriting it again.
 RELAUNCHED_SWEEP = "ATTENTION_LAB_RELAUNCHED_SWEEP"
+
+
+class DashedSetting(ConfigError):
+    """A setting written as a command-line option (``--heads 3``, the argparse habit): Hydra takes ``heads=3``, and
+    would answer the option with its usage text. ``given``: the argument(s) as typed; ``override``: the setting."""
+
+    def __init__(self, given: str, override: str) -> None:
+        self.given, self.override = given, override
+        super().__init__(f"{given} is not how a setting is given: use {override} "
+                         "(python scripts/train.py --help lists them)")
+
+
+def dashed_override(name: str, value: str | None) -> str:
+    """``name=value`` as Hydra takes it: a knob's name with "_" for "-" (``--max-steps``), a flag without a value
+    ``true`` for a true/false knob."""
+    from attention_lab.config import TrainConfig, knob_names
+    from attention_lab.run.describe import field_type
+
+    knobs = knob_names()
+    if name not in knobs and name.replace("-", "_") in knobs:
+        name = name.replace("-", "_")
+    if value is None:
+        value = "true" if field_type(TrainConfig, name) is bool else "<value>"
+    return f"{name}={value}"
+
+
+def check_dashed_settings(argv: Sequence[str]) -> None:
+    """Raises DashedSetting for the first argument that is an option of Hydra's in form only (``--heads 3``,
+    ``--heads=3``): its value is the next argument where that is neither an option nor a setting."""
+    for index, arg in enumerate(argv):
+        name, equals, value = arg.removeprefix("--").partition("=")
+        if not arg.startswith("--") or not name or any(option.startswith(f"--{name}") for option in HYDRA_OPTIONS):
+            continue
+        if equals:
+            raise DashedSetting(arg, dashed_override(name, value))
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if following is not None and not following.startswith("-") and "=" not in following:
+            raise DashedSetting(f"{arg} {following}", dashed_override(name, following))
+        raise DashedSetting(arg, dashed_override(name, None))
 
 
 def fail(err: Exception, argv: Sequence[str]) -> NoReturn:
@@ -117,6 +164,10 @@ def main(hydra_main: Callable[[], Any], config_dir: Path, script: Path) -> None:
     argv = sys.argv[1:]
     pause()  # until training begins (attention_lab.startup_gc)
     try:
+        try:
+            check_dashed_settings(argv)
+        except DashedSetting as err:
+            fail(err, argv)
         if any(arg.split("=")[0] in INFO_FLAGS for arg in argv):
             hydra_main()
             return

@@ -14,6 +14,9 @@ anything. A bad setting ends the command with one ``error: ...`` line.
   sweeper checks its own jobs (:func:`check_product_sweep`), in the compositions it makes for its plan, and then
   claims the sweep dir: each job is composed once before the sweep starts, not once for the checks and again for
   the plan.
+- The arguments of the loggers and callbacks a run will build must be ones their classes name
+  (:mod:`.built_arguments`): checked for a run and a resumed record, and for each job of a sweep that sets a
+  logger or a callback before the sweep starts.
 - What reads files or asks the machine (the corpus and task data, the device, the attention class's own option
   values) is checked in each job's task function, on the machine and at the time the job runs (a SLURM node, a
   corpus written meanwhile): such a failure fails only its own job, which the sweep summary records.
@@ -54,6 +57,7 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab.checks import attention_error, caveats, check_known_keys, check_typed_knobs, validate
 from attention_lab.config import ModelConfig, TaskConfig
 from attention_lab.errors import ConfigError
+from attention_lab.run.built_arguments import check_built_arguments, touches_built
 from attention_lab.run.cli import full_error_requested
 from attention_lab.run.describe import describe
 from attention_lab.run.overrides import PRODUCT_SWEEPER, is_sweep_dir, override_key, overrides_as_typed, sweeper_of
@@ -107,7 +111,9 @@ def check_run(cfg: DictConfig) -> str:
     validate(cfg)
     for note in caveats(cfg):
         logging.getLogger("attention_lab").warning("warning: %s", note)
-    return check_machine_and_data(cfg)
+    accelerator = check_machine_and_data(cfg)
+    check_built_arguments(cfg)  # last: it imports the classes the run builds (the checks above import Lightning)
+    return accelerator
 
 
 def main_config_dir(hydra_cfg: DictConfig) -> Path:
@@ -156,7 +162,16 @@ def check_sweep(cfg: DictConfig, config_name: str) -> None:
     """Raises what is wrong with any job of a sweep; ``cfg`` is the sweep's config, as Hydra composed it."""
     from attention_lab.run.sweep_jobs import sweep_job_configs  # a sweep's: a single run needs none of it
 
-    sweep_job_configs(command_overrides(cfg), config_name, check_sweep_job, validate, sweep_config=cfg)
+    sweep_job_configs(command_overrides(cfg), config_name, check_sweep_job, check_launched_job, sweep_config=cfg)
+
+
+def check_launched_job(cfg: DictConfig) -> None:
+    """The config rules of a job the sweep launches (Hydra's settings included in ``cfg``), and the arguments of its
+    loggers and callbacks where its overrides set one: the project's own are imported, to read their arguments,
+    only by the jobs that train (the sweep's own process stays light)."""
+    validate(cfg)
+    if touches_built([override_key(o) for o in overrides_as_typed(cfg.hydra, "task")]):
+        check_built_arguments(cfg)
 
 
 def check_product_sweep(cfg: DictConfig, jobs: list[list[str]],
@@ -166,7 +181,7 @@ def check_product_sweep(cfg: DictConfig, jobs: list[list[str]],
     ``cfg`` is the sweep's config."""
     from attention_lab.run.sweep_jobs import checked_product
 
-    return checked_product(jobs, composed, check_sweep_job, validate, cfg)[0]
+    return checked_product(jobs, composed, check_sweep_job, check_launched_job, cfg)[0]
 
 
 def check_launch(cfg: DictConfig) -> None:

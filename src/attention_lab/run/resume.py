@@ -50,6 +50,7 @@ from attention_lab.files import (
     save_yaml,
 )
 from attention_lab.run.overrides import override_key
+from attention_lab.run.replay_bounds import check_items, check_length
 
 KEPT_ON_RESUME = ("model", "task")  # what a resumed run may not change
 FURTHER_TRAINING = ("max_steps", "max_epochs", "trainer.max_steps", "trainer.max_epochs")
@@ -208,9 +209,29 @@ def check_literal(override: Override, setting: str, path: Path) -> None:
                           "reference, resolver or environment value)")
 
 
+VARIANT_LISTS = ("mixers", "model.mixers")  # lists whose items are looked up by name, as a group's options are
+
+
+def check_variants(override: Override, setting: str, path: Path) -> None:
+    """Raises ConfigError unless every item of a hybrid stack's list (``mixers=[...]``, a sweep of them) names a
+    registered attention variant: the items choose code by name, as a config group's options do."""
+    from attention_lab.attention.declared import declared_variants
+
+    known = declared_variants()
+    for value in replayed_values(override):
+        for item in value if isinstance(value, list) else [] if value is None else [value]:
+            item = item.text if isinstance(item, QuotedString) else item  # a sweep's quoted choice
+            if not isinstance(item, str) or item not in known:
+                raise ConfigError(f"{setting} is invalid: {path.name} sets {override.key_or_group} to a list holding "
+                                  f"{item!r}: a record is data and names only attention variants there "
+                                  f"({', '.join(sorted(known))})")
+
+
 def check_overrides(overrides: Sequence[str], setting: str, path: Path) -> list[Override]:
-    """Raises ConfigError unless every override parses, sets only literal values, is placed where its group puts
-    it, and chooses only options of its group. Returns the parsed overrides."""
+    """Raises ConfigError unless every override parses, sets only literal values of a bounded size
+    (:mod:`.replay_bounds`), is placed where its group puts it, and chooses only options of its group. Returns the
+    parsed overrides."""
+    check_length(overrides, setting, path)  # before the parser, whose time grows with the square of a length
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except Exception:  # noqa: BLE001 - OverrideParseException and friends
@@ -218,6 +239,7 @@ def check_overrides(overrides: Sequence[str], setting: str, path: Path) -> list[
                           "and is not replayed") from None
     loader, groups = GlobalHydra.instance().config_loader(), config_groups(o.key_or_group for o in parsed)
     for override in parsed:
+        check_items(override, setting, path)
         check_literal(override, setting, path)
         group = override.key_or_group
         if override.package is not None:
@@ -227,6 +249,11 @@ def check_overrides(overrides: Sequence[str], setting: str, path: Path) -> list[
             if "/" in group:  # a group Hydra would look up as a path
                 raise ConfigError(f"{setting} is invalid: {path.name} chooses '{override.input_line}': a record is data "
                                   f"and may not name files ({group} is not one of the project's config groups)")
+            if isinstance(override.value(), Glob):  # matches a group's options; anywhere else Hydra fails on it
+                raise ConfigError(f"{setting} is invalid: {path.name} sets '{override.input_line}': glob() chooses among "
+                                  f"a config group's options, and {group} is not a config group")
+            if group in VARIANT_LISTS:
+                check_variants(override, setting, path)
             continue
         options = loader.get_group_options(group)
         for option in chosen_options(override):

@@ -15,10 +15,9 @@ model and task unchanged) before the sweep is launched again: the relaunched pro
 command line, and each job that continues checks its own dir's record again. A resume may add only settings that
 say how long to train and where the jobs run.
 
-An Optuna sweep's study belongs to its sweep dir: the sweep's id is stamped on it when the sweep claims its dir
-(:func:`attention_lab.run.run_info.stamp_study`) and checked when it resumes (:func:`check_own_study`). A study
-copied from another sweep would mix two searches, a deleted one would silently start from nothing, and a corrupt one
-ends in a deep SQLAlchemy traceback: each is refused in one line before anything runs.
+The sweep dir's own path is named on the relaunched command line, and must be read there as itself
+(:func:`check_spelled`). An Optuna sweep's study is checked as the sweep dir's data too
+(:mod:`attention_lab.run.optuna_study`).
 """
 
 from __future__ import annotations
@@ -27,12 +26,11 @@ import contextlib
 import enum
 import os
 import shutil
+import signal
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from omegaconf import OmegaConf
 
 from attention_lab.errors import ConfigError
 from attention_lab.files import (
@@ -43,12 +41,12 @@ from attention_lab.files import (
     SAVED_OVERRIDES,
     TRACEBACK,
     UnreadableRecord,
-    natural,
     read_json,
     read_yaml_record,
     recorded_overrides,
 )
 from attention_lab.run.overrides import is_sweep_dir, override_key, resume_value
+from attention_lab.run.replay_bounds import check_jobs
 from attention_lab.run.resume import (
     CORPUS,
     FURTHER_TRAINING,
@@ -60,7 +58,7 @@ from attention_lab.run.resume import (
     group_choices,
     read_saved_overrides,
 )
-from attention_lab.run.run_info import SWEEP_ID, SWEEP_ID_ATTRIBUTE, RunInfo, RunStatus, parse
+from attention_lab.run.run_info import RunInfo, RunStatus
 
 # Settings of the sweep's own hydra overrides that a resume restores: where its jobs run, how many trials.
 RESTORED_HYDRA = ("hydra/launcher", "hydra.launcher.n_jobs", "hydra.sweeper.n_trials")
@@ -82,7 +80,9 @@ def read_record(sweep_dir: Path, setting: str) -> tuple[list[str], list[str]]:
         raise ConfigError(f"{setting} is invalid: {path} is not Hydra's record of a sweep")
     if not isinstance(task, list) or not isinstance(hydra, list) or not all(isinstance(o, str) for o in [*task, *hydra]):
         raise ConfigError(f"{setting} is invalid: {path} holds overrides that are not text")
-    keys = {o.input_line: o.key_or_group for o in check_overrides([*task, *hydra], setting, path)}
+    parsed = check_overrides([*task, *hydra], setting, path)
+    check_jobs(parsed[:len(task)], setting, path)
+    keys = {o.input_line: o.key_or_group for o in parsed}
     for line in task:
         if keys[line].split(".")[0].split("/")[0] == "hydra":
             raise ConfigError(f"{setting} is invalid: {path} sets '{line}' among the jobs' overrides, which no "
@@ -111,27 +111,6 @@ def added_overrides(argv: Sequence[str], saved: Sequence[str], setting: str) -> 
     return added
 
 
-def optuna_overrides(sweep_dir: Path, sweeper: Any, setting: str) -> list[str]:
-    """An Optuna sweep asks new trials: as many as complete ones are missing (the sweeper's n_trials counts the
-    trials of one launch), in job dirs after the existing ones (it numbers each launch's jobs from 0;
-    ``lab.job_subdir`` adds the offset). A seeded sampler gets another seed per resume: with the same one it
-    would propose the same first trials again. Raises ConfigError for a study that is not the sweep's own, or a
-    sweep with nothing left to run."""
-    numbers = [n for p in sweep_dir.iterdir() if p.is_dir() and (n := natural(p.name)) is not None]
-    check_own_study(sweep_dir, sweeper, setting, trials_run=len(numbers))
-    done = sum(parse(read_json(sweep_dir / str(n) / RUN_INFO))[0].status is RunStatus.OK for n in numbers)
-    if done >= int(sweeper.n_trials):
-        raise ConfigError(f"{setting} is invalid: the search already has {done} complete trials of "
-                          f"hydra.sweeper.n_trials={sweeper.n_trials}; for more, give a larger hydra.sweeper.n_trials")
-    offset = max(numbers, default=-1) + 1
-    overrides = [f"hydra.sweeper.n_trials={int(sweeper.n_trials) - done}",
-                 f"hydra.sweep.subdir='${{lab.job_subdir:${{hydra.job.num}},{offset}}}'"]  # quoted: an interpolation
-    seed = OmegaConf.select(sweeper, "sampler.seed")
-    if isinstance(seed, int):
-        overrides.append(f"hydra.sweeper.sampler.seed={seed + offset}")
-    return overrides
-
-
 def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "train") -> list[str]:
     """``resume=<sweep dir> [max_steps=...]`` → the sweep's own command line, launched into its dir; any other
     command line is returned as it is. Raises ConfigError, before anything runs, for a sweep dir that cannot be
@@ -145,6 +124,7 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
     from attention_lab.run.sweep_jobs import sweep_variants
 
     setting, sweep_dir = f"resume={value}", Path(str(value)).expanduser().resolve()
+    check_spelled(sweep_dir, setting)
     check_contained(sweep_dir, setting)
     check_room(sweep_dir, setting)
     allowed = allowed_targets(config_dir)
@@ -167,9 +147,33 @@ def command_line(argv: Sequence[str], config_dir: Path, config_name: str = "trai
                 check_corpus(replayed, baselines[choices], sweep_dir, setting)
             first = replayed if first is None else first
         if first.hydra.runtime.choices.get("hydra/sweeper") == "optuna":
-            overrides += optuna_overrides(sweep_dir, first.hydra.sweeper, setting)
+            from attention_lab.run.optuna_study import optuna_overrides
+
+            searched = [o for o in overrides if override_key(o).split(".")[0].split("/")[0] != "hydra"]
+            overrides += optuna_overrides(sweep_dir, first.hydra.sweeper, searched, setting)
     flags = [arg for arg in argv if not is_override(arg) and arg not in ("-m", "--multirun")]
     return [*flags, "-m", *overrides]
+
+
+def check_spelled(sweep_dir: Path, setting: str) -> None:
+    """The relaunched command line names the sweep dir (``hydra.sweep.dir=<path>``, ``resume=<path>``), and Hydra
+    reads it by its grammar: a path that it reads as anything but itself (a sweep at a comma, an interpolation at
+    ``${...}``, a list at ``[``) would send the sweep's jobs, records and study elsewhere. Raises ConfigError for
+    such a path, before anything is read or written."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from attention_lab.run.resume import interpolated
+
+    try:
+        (override,) = OverridesParser.create().parse_overrides([f"hydra.sweep.dir={sweep_dir}"])
+        itself = not override.is_sweep_override() and override.value() == str(sweep_dir) and \
+            not interpolated(override.value())
+    except Exception:  # noqa: BLE001 - OverrideParseException and friends: it does not parse as one value
+        itself = False
+    if not itself:
+        raise ConfigError(f"{setting} is invalid: Hydra's command line does not read its path as the path itself "
+                          "(a ',' makes it a sweep, '${...}' an interpolation, brackets a list), and a resume "
+                          "relaunches the sweep in it by that path; move or rename the sweep dir")
 
 
 def replaced_by(key: str, given: set[str]) -> bool:
@@ -278,48 +282,38 @@ def job_plan(job_dir: Path, planned: Sequence[str], metric_name: str) -> JobPlan
     return JobPlan(JobAction.RESTART)
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """The run's stop signals (SIGINT, SIGTERM, SIGUSR2) that arrive inside are kept, and raised again as it ends,
+    for the handlers they would have reached: for work that must not stop half done (a Ctrl-C after a first signal
+    raises KeyboardInterrupt wherever it lands)."""
+    from attention_lab.run.signals import StopSignals
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach only the main thread
+        yield
+        return
+    received: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in StopSignals.SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in received:
+            signal.raise_signal(signum)
+
+
 def set_aside(job_dir: Path) -> None:
     """A failed attempt's record, checkpoints and TensorBoard events move to ``attempt<n>/`` before the job
-    trains again (train.log is kept: the new attempt appends to it)."""
+    trains again (train.log is kept: the new attempt appends to it). A signal during the move is handled once it
+    is complete: the attempt's files are all aside or all in place, never some of each."""
     info = RunInfo.read(job_dir / RUN_INFO)
     if info is None:
         return
     aside = job_dir / f"attempt{info.attempts or 1}"
-    aside.mkdir(exist_ok=True)
-    shutil.copy2(job_dir / RUN_INFO, aside / "run_info.json.previous")  # not a run_info.json: no summary row
-    for name in (TRACEBACK, CHECKPOINTS, "tensorboard"):
-        if (job_dir / name).exists():
-            shutil.move(str(job_dir / name), str(aside / name))
-
-
-def sqlite_path(storage: Any) -> Path | None:
-    """The file of a ``sqlite:///<path>`` storage; None for any other storage."""
-    prefix = "sqlite:///"
-    return Path(str(storage)[len(prefix):]) if str(storage).startswith(prefix) else None
-
-
-def check_own_study(sweep_dir: Path, sweeper: Any, setting: str, trials_run: int) -> None:
-    """Raises ConfigError unless the sweep's study can be continued: present (if trials ran), readable, its own."""
-    path = sqlite_path(sweeper.storage)
-    if path is None:
-        return  # a database server of the user's: its studies are the user's to manage
-    if not path.is_file():
-        if trials_run:
-            raise ConfigError(f"{setting} is invalid: its Optuna study {path.name} is missing, though {trials_run} "
-                              "trials ran; a resume continues a study and does not start an empty one (start a new "
-                              "sweep instead)")
-        return
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        study = optuna.load_study(study_name=str(sweeper.study_name), storage=str(sweeper.storage))
-        owner = study.user_attrs.get(SWEEP_ID_ATTRIBUTE)
-    except Exception as err:  # noqa: BLE001 - SQLAlchemy's and Optuna's errors alike: the file is not our study
-        raise ConfigError(f"{setting} is invalid: {path.name} is not a readable Optuna study with study_name="
-                          f"{sweeper.study_name} ({type(err).__name__})") from None
-    own = (sweep_dir / SWEEP_ID).read_text().strip() if (sweep_dir / SWEEP_ID).is_file() else None
-    if owner != own:
-        raise ConfigError(f"{setting} is invalid: its {path.name} holds the study of another sweep (stamped "
-                          f"{owner or 'by no sweep'}, this sweep is {own or 'unstamped'}); a resume continues only "
-                          "its own study")
+    with signals_held():
+        aside.mkdir(exist_ok=True)
+        shutil.copy2(job_dir / RUN_INFO, aside / "run_info.json.previous")  # not a run_info.json: no summary row
+        for name in (TRACEBACK, CHECKPOINTS, "tensorboard"):
+            if (job_dir / name).exists():
+                shutil.move(str(job_dir / name), str(aside / name))

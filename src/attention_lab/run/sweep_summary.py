@@ -5,7 +5,8 @@ a product sweep that were folded into a job training the same run (from the swee
 
 The commands that open a finished run or sweep, as the console prints them (:func:`sweep_note`, and the run's end
 note, attention_lab.callbacks.run_end_note): one function per tool, so that a change of a tool's command line is
-one edit here."""
+one edit here; each names the interpreter and script as attention_lab.commands writes them, so that it runs when
+pasted into the shell that started the run."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import csv
 import fcntl
 import logging
 import os
-import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +26,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from attention_lab.commands import script_command, shown_path
 from attention_lab.data.probe import EXAMPLE_TEXT
 from attention_lab.files import (
     FOLDS,
@@ -193,18 +194,9 @@ class SweepSummary(Callback):
 ATTENTION_TAB = f"http://localhost:6006/#{PLUGIN_NAME}"
 
 
-def shown_path(path: Path) -> Path:
-    """``path`` relative to the working directory when it lies below it (what a user typed), else absolute."""
-    absolute = path.resolve()
-    try:
-        return absolute.relative_to(Path.cwd().resolve())
-    except ValueError:
-        return absolute
-
-
 def compare_command(sweep_dir: Path) -> str:
     """The jobs of a sweep side by side: a table, and compare.png (scripts/compare.py)."""
-    return f"python scripts/compare.py {shlex.quote(str(sweep_dir))}"
+    return script_command("compare.py", str(sweep_dir))
 
 
 def sweep_note(sweep_dir: Path) -> str:
@@ -215,7 +207,7 @@ def sweep_note(sweep_dir: Path) -> str:
 
 def tensorboard_command(run_dir: Path) -> str:
     """TensorBoard on this run alone, every logged step kept (scripts/start_tensorboard.py)."""
-    return f"python scripts/start_tensorboard.py {shlex.quote(str(run_dir))}"
+    return script_command("start_tensorboard.py", str(run_dir))
 
 
 def tensorboard_line(run_dir: Path) -> str:
@@ -225,4 +217,4 @@ def tensorboard_line(run_dir: Path) -> str:
 
 def visualize_command(run_dir: Path, text: str = EXAMPLE_TEXT) -> str:
     """Attention maps of any sentence through this run's model (scripts/visualize.py: the run dir, then --text)."""
-    return shlex.join(["python", "scripts/visualize.py", str(run_dir), "--text", text])
+    return script_command("visualize.py", str(run_dir), "--text", text)

@@ -2,7 +2,9 @@
 
 Every run ends in a recorded state in ``<run dir>/run_info.json``: ok, failed (one-line error; a traceback
 file for bugs) or interrupted (a signal; exit status 128 + signal, with the command that continues the run).
-A single run exits with one ``error:`` line; a failed sweep job is recorded and the sweep goes on.
+A single run exits with one ``error:`` line; a failed sweep job is recorded and the sweep goes on. An error that
+ends one of the run's other threads (TensorBoard's event writers) is no exception: it is kept instead of printed
+(:mod:`.thread_errors`), its traceback goes to the traceback file, and the run fails with it in one line.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from attention_lab.commands import script_command
 from attention_lab.errors import ConfigError, TrainingInterrupted
 from attention_lab.files import (
     CHECKPOINTS,
@@ -39,6 +42,7 @@ from attention_lab.run.overrides import override_key, overrides_as_typed, run_na
 from attention_lab.run.run_info import RunDirBusy, RunDirLock, RunDirTaken, RunInfo, RunInfoWriter, RunStatus
 from attention_lab.run.signals import StopSignals
 from attention_lab.run.sweep_summary import record_refusal, write_summary
+from attention_lab.run.thread_errors import ThreadErrors
 
 if TYPE_CHECKING:  # a plain run imports neither: only a resume or a resumed sweep's job needs them
     from attention_lab.run.resume import ResumePlan
@@ -60,6 +64,20 @@ def resumed_config(resume: str) -> tuple[DictConfig, ResumePlan, str]:
     hydra_cfg = HydraConfig.get()
     return checked_resume(resume, overrides_as_typed(hydra_cfg, "task"), hydra_cfg.job.config_name,
                           main_config_dir(hydra_cfg))
+
+
+def disk_error(error: BaseException) -> OSError | None:
+    """The write that the filesystem refused (full, or read-only) behind ``error``: the error itself, or the one it
+    was raised from (Lightning's TensorBoard logger raises a ValueError from its event writer's failed write)."""
+    for cause in (error, error.__cause__):
+        if isinstance(cause, OSError) and unwritable(cause):
+            return cause
+    return None
+
+
+def interruption(error: BaseException, stop: StopSignals) -> bool:
+    """Whether the run ended because a signal stopped it."""
+    return isinstance(error, (TrainingInterrupted, KeyboardInterrupt)) or stop.signum is not None
 
 
 def record_unchanged(resume: str, plan: ResumePlan) -> bool:
@@ -95,11 +113,12 @@ class RunTask:
         self.sweep_dir = None if secondary else sweep_dir
         self.info_writer = RunInfoWriter(self.run_dir, enabled=not secondary)
         self.lock = None if secondary else RunDirLock(self.run_dir)
+        self.threads = ThreadErrors()  # what ends the run's other threads, while it runs
 
     def __call__(self) -> float | None:
         cfg = self.cfg
         OmegaConf.set_readonly(cfg, True)  # the config is input: what the run decides goes in its RunContext
-        with StopSignals() as stop:
+        with StopSignals() as stop, self.threads:
             try:
                 job = self.resumed_job(cfg)
                 if job is not None and job.kept:  # before the lock: not one byte of an ok job changes
@@ -149,6 +168,10 @@ class RunTask:
             finally:
                 if self.lock is not None:
                     self.lock.release()
+            self.threads.settle()
+            failed = self.threads.first()
+            if failed is not None:  # training ended, and a thread it started did not: an event writer's last write
+                return self.fail(failed.error, stop)
         try:
             self.end(RunStatus.OK)
         except OSError as error:
@@ -209,11 +232,15 @@ class RunTask:
             write_summary(self.sweep_dir)
 
     def fail(self, err: BaseException, stop: StopSignals) -> None:
-        if unwritable(err):
+        if not interruption(err, stop):  # a thread whose error ended the run has reported it (thread_errors.py)
+            self.threads.settle()
+        refused = disk_error(err)
+        if refused is not None:
             with contextlib.suppress(OSError):  # a record may still fit where a checkpoint did not
                 if self.info_writer.info is not None:
+                    self.write_traceback(None)  # the threads' that failed, if any: a full disk is no bug
                     self.end(RunStatus.FAILED, describe(err))
-            self.cannot_write(err)
+            self.cannot_write(refused)
         try:
             return self.record_failure(err, stop)
         except OSError as error:  # recording the failure failed in turn: the disk is full, or read-only
@@ -227,7 +254,7 @@ class RunTask:
         if self.multirun:
             sweep_dir = self.sweep_dir or self.run_dir.parent
             stderr(f"error: {self.where} stopped the sweep: {describe(error)}; free some space (or make the dir "
-                   f"writable), then continue it with: python scripts/train.py resume={sweep_dir}")
+                   f"writable), then continue it with: {script_command('train.py', f'resume={sweep_dir}')}")
         else:
             stderr(f"error: {describe(error)}; free some space (or make the dir writable), then run it again")
         sys.exit(1)
@@ -247,20 +274,31 @@ class RunTask:
             else:
                 stderr(f"error: {describe(err)}")
                 sys.exit(1)
-        if isinstance(err, TrainingInterrupted) or stop.signum is not None or isinstance(err, KeyboardInterrupt):
+        if interruption(err, stop):
             return self.interrupted(err, stop)
         message = describe(err, self.overrides)
-        if not expected_error(err):
-            (self.run_dir / TRACEBACK).write_text("".join(traceback.format_exception(err)))
+        written = self.write_traceback(None if expected_error(err) else err)
+        if written:
             message += f" (traceback in {self.run_dir / TRACEBACK}; HYDRA_FULL_ERROR=1 prints it)"
         self.end(RunStatus.FAILED, message)
         if full_error_requested():
-            traceback.print_exception(err)
+            if written:
+                sys.stderr.write(written)
+            else:
+                traceback.print_exception(err)
         if self.multirun:
             stderr(f"error: {self.where} failed: {message}")
             return None
         stderr(f"error: {message}")
         sys.exit(1)
+
+    def write_traceback(self, err: BaseException | None) -> str:
+        """Writes the run's traceback file, when there is a traceback to write: ``err``'s (a bug's; None: the
+        error is no bug) and those of the threads that an error ended; returns what it wrote ("": nothing)."""
+        text = self.threads.traceback_of(err)
+        if text:
+            (self.run_dir / TRACEBACK).write_text(text)
+        return text
 
     def interrupted(self, err: BaseException, stop: StopSignals) -> None:
         if stop.aborted or (isinstance(err, KeyboardInterrupt) and stop.signum is None):
@@ -272,12 +310,14 @@ class RunTask:
             kept = "the last checkpoint saved is kept" if (self.run_dir / CHECKPOINTS / LAST_CHECKPOINT).is_file() \
                 else "no checkpoint had been saved yet"
             what = f"{signal.Signals(signum).name}: stopped; {kept}"
+        with contextlib.suppress(OSError):  # a thread that failed meanwhile: its traceback, if it fits
+            self.write_traceback(None)
         self.end(RunStatus.INTERRUPTED, what)
         if self.multirun:  # the sweep is continued as a whole: this job, and those that did not run yet
             where = f"resume={self.sweep_dir or self.run_dir.parent} (the whole sweep)"
         else:
             where = f"resume={self.run_dir}"
-        stderr(f"interrupted: {self.where}: {what}; continue with: python scripts/train.py {where}")
+        stderr(f"interrupted: {self.where}: {what}; continue with: {script_command('train.py')} {where}")
         if self.multirun and os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
             # A SLURM job (scancel, its time limit) ends alone: it returns, so that submitit reports a result and
             # the sweep ends with its summary instead of waiting for sacct to notice a job that gave none.

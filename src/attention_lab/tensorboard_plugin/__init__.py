@@ -6,6 +6,8 @@ scores and ablation drops beside them, and any sentence run through the run's ch
 - :mod:`~attention_lab.tensorboard_plugin.limits`: how large a record the tab shows, and its numbers as JSON.
 - :mod:`~attention_lab.tensorboard_plugin.declared`: the sizes a run's event files declare, checked before they
   are read.
+- :mod:`~attention_lab.tensorboard_plugin.run_config`: what the tab takes from a run's config: the layers, heads
+  and indices whose tags it reads, and the task's head-score kind.
 - :mod:`~attention_lab.tensorboard_plugin.run_data`: a run's maps and scores through TensorBoard's data provider.
 - :mod:`~attention_lab.tensorboard_plugin.sentence`: a run's checkpoint on a new sentence.
 - :mod:`~attention_lab.tensorboard_plugin.circuit_views`: the logged composition, copying, patching and

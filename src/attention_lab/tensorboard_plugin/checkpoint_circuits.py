@@ -29,6 +29,9 @@ from attention_lab.tensorboard_plugin.sentence import MAX_CHARS, SentenceError, 
 TOP_K = 5  # words shown per row of a word table
 MAX_TOP_K = 20
 MAX_ROWS = 2048  # rows of a word table sent to the page: the vocabularies of the lab's tasks are far smaller
+# numbers of a word table's product formed at once (8 MB in float64): its columns are the vocabulary's words, bounded
+# by attention_lab.model_bounds.MAX_VOCAB, so a block has at least WORD_TABLE_BLOCK // MAX_VOCAB = 8 rows
+WORD_TABLE_BLOCK = 1 << 20
 KEPT_TABLES = 64  # word tables kept (a few heads of a few runs)
 
 
@@ -38,23 +41,28 @@ def rounded(value: float) -> float | None:
     return round(value, DECIMALS) if math.isfinite(value) else None
 
 
-def top_words(matrix, vocab: list[str], k: int) -> list[dict]:
-    """Each row of ``matrix`` (rows x vocab) as its word and its top ``k`` columns: ``{"word", "top": [[word, value],
-    ...]}``, rows cut at MAX_ROWS."""
+def top_words(rows, right, vocab: list[str], k: int) -> list[dict]:
+    """Each row of ``rows @ right`` (rows x vocab) as its word and its top ``k`` columns: ``{"word", "top": [[word,
+    value], ...]}``. The product is formed a block of rows at a time (about WORD_TABLE_BLOCK numbers), so what a
+    word table holds at once does not grow with the rows shown; a single block where the whole product is that
+    small, as for the lab's vocabularies."""
     import torch
 
-    values, columns = torch.topk(matrix[:MAX_ROWS], min(k, matrix.shape[1]), dim=-1)
+    block = max(1, WORD_TABLE_BLOCK // max(right.shape[1], 1))
+    tops = [torch.topk(rows[start:start + block] @ right, min(k, right.shape[1]), dim=-1)
+            for start in range(0, rows.shape[0], block)]
+    values, columns = torch.cat([top.values for top in tops]), torch.cat([top.indices for top in tops])
     return [{"word": vocab[row], "top": [[vocab[c], rounded(v)] for c, v in zip(cols, vals, strict=True)]}
             for row, (cols, vals) in enumerate(zip(columns.tolist(), values.tolist(), strict=True))]
 
 
 def supported(module) -> None:
-    """Raises SentenceError (422) where the model's heads have no per-head circuits (:func:`head_circuits`) or
+    """Raises SentenceError (422) where the model's heads have no per-head circuits (:func:`has_head_circuits`) or
     where a block has no residual stream (its heads' outputs do not reach the logits directly)."""
-    from attention_lab.circuits import head_circuits
+    from attention_lab.circuits import has_head_circuits
 
     model = module.model
-    if head_circuits(model) is None:
+    if not has_head_circuits(model):
         raise SentenceError(f"the {module.config.name} variant has no per-head W_Q/W_K/W_V/W_O of the multihead shape: "
                             "no circuits to show", status=422)
     if not all(block.residual for block in model.blocks):
@@ -67,19 +75,23 @@ def supported(module) -> None:
 
 
 def word_tables(module, layer: int, head: int, k: int) -> dict:
-    """The QK and OV word tables of one head (see the module's docstring)."""
-    from attention_lab.circuits import head_circuits
+    """The QK and OV word tables of one head (see the module's docstring), for the first MAX_ROWS words: that
+    head's W_QK and W_OV alone (d_model x d_model each), then the rows shown, a block at a time (:func:`top_words`)."""
+    from attention_lab.circuits import layer_factors, norm_scale, unembedding
 
-    circuits = head_circuits(module.model)
-    if not (0 <= layer < len(circuits.qk) and 0 <= head < len(circuits.qk[layer])):
-        raise SentenceError(f"layer={layer}, head={head}: this run's model has {len(circuits.qk)} layers of "
-                            f"{len(circuits.qk[0])} heads")
-    embed = circuits.embed  # (vocab, d_model)
-    qk = embed @ circuits.qk[layer][head] @ embed.T  # (vocab, vocab): query word x key word
-    ov = embed @ circuits.ov[layer][head] @ circuits.unembed  # (vocab, vocab): attended word x output word
+    blocks = module.model.blocks
+    if not (0 <= layer < len(blocks) and 0 <= head < blocks[layer].attention.num_heads):
+        raise SentenceError(f"layer={layer}, head={head}: this run's model has {len(blocks)} layers of "
+                            f"{blocks[0].attention.num_heads} heads")
+    embed = module.model.token_embedding.weight.detach().double()  # (vocab, d_model)
+    scale = norm_scale(blocks[layer].norm_attention, embed.shape[1])
+    w_q, w_k, w_v, w_o = layer_factors(blocks[layer].attention, scale)  # (heads, d_model, d_head); W_O transposed
     vocab = list(module.vocab)
+    shown = embed[:MAX_ROWS]
+    qk = top_words(shown @ (w_q[head] @ w_k[head].T), embed.T, vocab, k)  # query word x key word
+    ov = top_words(shown @ (w_v[head] @ w_o[head]), unembedding(module.model), vocab, k)  # attended x output word
     return {"layer": layer, "head": head, "k": k, "rows": min(len(vocab), MAX_ROWS), "vocab_size": len(vocab),
-            "qk": top_words(qk, vocab, k), "ov": top_words(ov, vocab, k)}
+            "qk": qk, "ov": ov}
 
 
 def sentence_tokens(module, text: str):

@@ -1,38 +1,16 @@
 """What the tab points at in a run's head scores and ablation drops: the step they belong to, the head that
-scores highest on the run's task kind (the head the tab enlarges first), and the heads whose scores and ablations
-disagree: a head that looks essential (it gives most of its attention to the task's pattern) yet costs almost
-nothing when removed, because other heads do the same work (redundancy)."""
+scores highest on the run's task kind (the head the tab enlarges first; the kind is read from the run's config by
+:mod:`~attention_lab.tensorboard_plugin.run_config`), and the heads whose scores and ablations disagree: a head
+that looks essential (it gives most of its attention to the task's pattern) yet costs almost nothing when
+removed, because other heads do the same work (redundancy)."""
 
 from __future__ import annotations
 
-import logging
-
-import yaml
-from omegaconf.errors import OmegaConfBaseException
-
-from attention_lab.data.tasks import task_head_score_kind
 from attention_lab.head_metrics import ABLATIONS, ablation_family, best_head, score_family
-from attention_lab.review.maps import load_run_config
-from attention_lab.tensorboard_plugin.sentence import SentenceError, run_dir_of
-
-log = logging.getLogger(__name__)
 
 REDUNDANT_HEADS_DOCS = "docs/tensorboard.md#redundant-heads"
 LOOKS_ESSENTIAL = 0.5  # head score: at least half of the head's attention follows the task's pattern
 COSTS_NOTHING = 0.01  # token accuracy lost when the head alone is removed: at most one point in a hundred
-
-
-def task_kind(logdir: str, run: str) -> str | None:
-    """The head-score kind of the task the run trained on, from the config saved in its run dir; None when the run
-    dir, its config or its task's kind cannot be found (the tab then opens on layer 0, head 0)."""
-    try:
-        config = load_run_config(run_dir_of(logdir, run))
-    except SentenceError:
-        return None
-    except (OSError, yaml.YAMLError, OmegaConfBaseException) as err:
-        log.warning("the attention tab cannot read the config of run %r (%s)", run, type(err).__name__)
-        return None
-    return task_head_score_kind(config.get("task")) if config is not None else None
 
 
 def pair_with_maps(grids: list[dict], maps_step: int) -> list[dict]:

@@ -15,6 +15,10 @@ MAX_LAYERS = 64
 MAX_HEADS = 64
 MAX_WORDS = 512  # words along one axis of a map: the probe, or a sentence within the model's context
 MAX_CELLS = 1 << 18  # numbers in one step's maps (layers x heads x queries x keys): about 2 MB of JSON
+MAX_INDICES = MAX_WORDS  # target indices of the loss-by-index heatmap: one per word of a sequence at most
+# numbers in one answer of the scores or circuits route (every grid and the loss-by-index heatmap together): about
+# 2 MB of JSON, as one step's maps; a run of the lab sends a few hundred (2 layers x 4 heads)
+MAX_ANSWER_CELLS = 1 << 18
 DECIMALS = 4  # weights sent to the page: enough for two shown decimals and line opacities
 
 

@@ -5,7 +5,8 @@ tab works offline), ``runs``, ``maps?run=&step=``, ``scores?run=&step=`` (with t
 redundant heads, :mod:`~attention_lab.tensorboard_plugin.focus`) and ``sentence?run=&text=``; the circuits
 (:mod:`~attention_lab.tensorboard_plugin.circuit_views`, :mod:`~attention_lab.tensorboard_plugin.checkpoint_circuits`):
 ``circuits?run=&step=``, ``head_circuit?run=&layer=&head=&k=``, ``attribution?run=&text=`` and
-``patch_pair?run=&clean=&corrupted=``. Every
+``patch_pair?run=&clean=&corrupted=``; from the checkpoint, what the page offers to type
+(:mod:`~attention_lab.tensorboard_plugin.examples`): ``vocabulary?run=`` and ``example_pair?run=&text=``. Every
 response goes through TensorBoard's ``http_util.Respond`` (``X-Content-Type-Options: nosniff``); a request
 that cannot be answered gets JSON ``{"error": "<one line>"}`` for the tab to print, never a traceback (an
 unexpected failure too: its traceback goes to TensorBoard's log, the page gets one line).
@@ -24,7 +25,8 @@ from werkzeug import wrappers
 from attention_lab.tensorboard_plugin.checkpoint_circuits import TOP_K, CheckpointCircuits
 from attention_lab.tensorboard_plugin.circuit_views import circuit_views
 from attention_lab.tensorboard_plugin.declared import DeclaredSizes
-from attention_lab.tensorboard_plugin.focus import annotate, task_kind
+from attention_lab.tensorboard_plugin.examples import CheckpointExamples
+from attention_lab.tensorboard_plugin.focus import annotate
 from attention_lab.tensorboard_plugin.run_data import NoMaps, Source
 from attention_lab.tensorboard_plugin.sentence import SentenceError, SentenceModels
 from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME
@@ -42,6 +44,7 @@ PAGE_FILES = {
     "/controls.js": STATIC / "controls.js",
     "/export.js": STATIC / "export.js",
     "/circuits.js": STATIC / "circuits.js",
+    "/steps.js": STATIC / "steps.js",
     "/style.css": STATIC / "style.css",
     "/head_view.js": HEAD_VIEW,
 }
@@ -88,6 +91,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         self.sentences = SentenceModels(self.logdir)
         self.declared = DeclaredSizes(self.logdir)
         self.circuits = CheckpointCircuits(self.sentences)
+        self.examples = CheckpointExamples(self.sentences)
 
     def is_active(self) -> bool:
         # Listed with any logdir: runs without records get a message in the tab, not a missing tab.
@@ -101,7 +105,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
         apps.update({"/runs": self.serve_runs, "/maps": self.serve_maps, "/scores": self.serve_scores,
                      "/sentence": self.serve_sentence, "/circuits": self.serve_circuits,
                      "/head_circuit": self.serve_head_circuit, "/attribution": self.serve_attribution,
-                     "/patch_pair": self.serve_patch_pair})
+                     "/patch_pair": self.serve_patch_pair, "/vocabulary": self.serve_vocabulary,
+                     "/example_pair": self.serve_example_pair})
         return apps
 
     @staticmethod
@@ -154,8 +159,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def serve_scores(self, request):
         def compute():
             step, run = step_argument(request), self.known_run(request)
-            grids = self.source(request).scores(run, 2**62 if step is None else step)
-            return annotate(grids, step, task_kind(self.logdir, run))
+            source = self.source(request)
+            grids = source.scores(run, 2**62 if step is None else step)
+            return annotate(grids, step, source.task_kind(run))
 
         return self.answer(request, compute)
 
@@ -182,3 +188,11 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def serve_patch_pair(self, request):
         return self.answer(request, lambda: self.circuits.patch_pair(
             self.known_run(request), required(request, "clean"), required(request, "corrupted")))
+
+    @wrappers.Request.application
+    def serve_vocabulary(self, request):
+        return self.answer(request, lambda: self.examples.vocabulary(self.known_run(request)))
+
+    @wrappers.Request.application
+    def serve_example_pair(self, request):
+        return self.answer(request, lambda: self.examples.example_pair(self.known_run(request), required(request, "text")))

@@ -1,5 +1,10 @@
 """A run's records as the tab shows them, read through TensorBoard's data provider (so both of its loaders
-serve them): the runs, the probe's maps at a step, and the head scores and ablation drops of that step."""
+serve them): the runs, the probe's maps at a step, and the head scores and ablation drops of that step.
+
+The per-head tags are read only for the layers and heads the run's config declares
+(:mod:`~attention_lab.tensorboard_plugin.run_config`): the tags are chosen from the provider's listing before any
+of their points are asked for. And one answer holds at most MAX_ANSWER_CELLS numbers: each grid is counted
+before it is built (:class:`CellBudget`), and an answer beyond that is one line."""
 
 from __future__ import annotations
 
@@ -12,7 +17,8 @@ from tensorboard.plugins.scalar import metadata as scalar_metadata
 
 from attention_lab.review.colour_scale import colour_scale
 from attention_lab.tensorboard_plugin.declared import DeclaredSizes, RunOutside
-from attention_lab.tensorboard_plugin.limits import weights_for_page
+from attention_lab.tensorboard_plugin.limits import MAX_ANSWER_CELLS, weights_for_page
+from attention_lab.tensorboard_plugin.run_config import RunConfig, RunSizes
 from attention_lab.tensorboard_plugin.run_names import run_label
 from attention_lab.tensorboard_plugin.scores import grids_at, parse_tag
 from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME, PROBE_TAG, RecordError, WordLayout, check_weights
@@ -29,6 +35,50 @@ class NoMaps(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class AnswerTooLarge(NoMaps):
+    """An answer of more numbers than the tab sends at once: ``what`` it is, at least ``cells`` numbers (counted
+    up to the grid that went beyond), ``limit``; ``sizes`` are the layers, heads and indices its tags were read for."""
+
+    def __init__(self, what: str, cells: int, limit: int, sizes: RunSizes) -> None:
+        super().__init__(f"{what} hold at least {cells} numbers, more than the {limit} that one answer of the "
+                         f"attention tab holds: its records log more steps, or grids wider, than it shows "
+                         f"(tags read within {sizes.layers} layers x {sizes.heads} heads and {sizes.indices} "
+                         f"indices, from {sizes.source})")
+        self.what, self.cells, self.limit, self.sizes = what, cells, limit, sizes
+
+
+@dataclass
+class CellBudget:
+    """The numbers one answer holds so far: each grid takes its cells before it is built, and the answer is
+    refused (AnswerTooLarge) as soon as they pass ``limit``."""
+
+    what: str
+    sizes: RunSizes
+    limit: int = MAX_ANSWER_CELLS
+    cells: int = 0
+
+    def take(self, cells: int) -> None:
+        self.cells += cells
+        if self.cells > self.limit:
+            raise AnswerTooLarge(self.what, self.cells, self.limit, self.sizes)
+
+
+def point_maps(content: bytes, chosen) -> dict:
+    """The maps of the probe's point ``chosen`` (its words from the summary's ``content``), as the page reads
+    them. Raises NoMaps."""
+    try:
+        layout = WordLayout.from_content(content)
+        weights = check_weights(chosen.numpy, layout)
+    except RecordError as err:
+        raise NoMaps(f"the attention record of this run cannot be read ({err.field}: {err.problem}); "
+                     "it was written by another version of attention-lab") from None
+    if weights.shape[0] == 0 or weights.shape[1] == 0:
+        raise NoMaps("this run's model has no attention heads to show")
+    return {"step": chosen.step, "query_words": layout.query_words, "key_words": layout.key_words,
+            "query_axis": layout.query_axis, "weights": weights_for_page(weights),
+            "scale": colour_scale(layout.kinds, float(np.abs(weights).max())).as_dict()}
 
 
 @dataclass
@@ -49,6 +99,31 @@ class Source:
             raise NoMaps(err.reason) from None
         if problem is not None:
             raise NoMaps(f"a record of this run is refused: {problem}")
+
+    def probe_weights(self, run: str) -> tuple[int, int]:
+        """The probe records of ``run`` and the weights they declare, every step together, before any array is
+        built. Raises NoMaps."""
+        self.check_sizes(run)
+        try:
+            return self.declared.probe_weights(run)
+        except RunOutside as err:
+            raise NoMaps(err.reason) from None
+
+    def run_config(self, run: str) -> RunConfig:
+        """What ``run``'s saved config declares (read once per version of the file). Raises NoMaps."""
+        try:
+            return self.declared.run_config(run)
+        except RunOutside as err:
+            raise NoMaps(err.reason) from None
+
+    def run_sizes(self, run: str) -> RunSizes:
+        """The layers, heads and indices whose tags the tab reads of ``run``. Raises NoMaps."""
+        return self.run_config(run).sizes
+
+    def task_kind(self, run: str) -> str | None:
+        """The head-score kind of the task ``run`` trained on (None: no config, or no such kind): the head the
+        scores route points at first. Raises NoMaps."""
+        return self.run_config(run).task_kind
 
     def runs(self) -> list[dict]:
         """Every run, with whether it holds attention records and a readable label: runs with records first,
@@ -86,30 +161,23 @@ class Source:
         return series.plugin_content, sorted(points, key=lambda datum: datum.step)
 
     def page_maps(self, run: str, content: bytes, points: list, chosen) -> dict:
-        """The maps of the point ``chosen`` of ``points``, as the page reads them. Raises NoMaps."""
-        steps = [datum.step for datum in points]
-        try:
-            layout = WordLayout.from_content(content)
-            weights = check_weights(chosen.numpy, layout)
-        except RecordError as err:
-            raise NoMaps(f"the attention record of this run cannot be read ({err.field}: {err.problem}); "
-                         "it was written by another version of attention-lab") from None
-        if weights.shape[0] == 0 or weights.shape[1] == 0:
-            raise NoMaps("this run's model has no attention heads to show")
-        return {"run": run, "steps": steps, "step": chosen.step, "query_words": layout.query_words,
-                "key_words": layout.key_words, "query_axis": layout.query_axis,
-                "weights": weights_for_page(weights),
-                "scale": colour_scale(layout.kinds, float(np.abs(weights).max())).as_dict()}
+        """The maps of the point ``chosen`` of ``points``, as the page reads them, with every step. Raises NoMaps."""
+        return {"run": run, "steps": [datum.step for datum in points], **point_maps(content, chosen)}
 
     def scores(self, run: str, step: int) -> list[dict]:
         """The head-score and ablation grids of ``run`` as logged at or before ``step``; [] when none. They are
         TensorBoard scalars when measured at every validation, this plugin's own scalars when measured once, at
-        the end (:func:`~attention_lab.tensorboard_plugin.summary.end_values_summary`)."""
-        return [grid.to_json() for grid in grids_at(self.score_series(run), step)]
+        the end (:func:`~attention_lab.tensorboard_plugin.summary.end_values_summary`). Raises NoMaps (an
+        AnswerTooLarge beyond MAX_ANSWER_CELLS)."""
+        budget = CellBudget("this run's scores", self.run_sizes(run))
+        return [grid.to_json() for grid in grids_at(self.score_series(run), step, budget.take)]
 
     def score_series(self, run: str) -> dict[str, list[tuple[int, float]]]:
-        """Every head-score and ablation tag of ``run``: its (step, value) points, sorted by step."""
-        return self.scalar_series(run, lambda tag: parse_tag(tag) is not None)
+        """Every head-score and ablation tag of ``run`` of a layer and head its config declares: its (step,
+        value) points, sorted by step."""
+        sizes = self.run_sizes(run)
+        return self.scalar_series(run, lambda tag: (record := parse_tag(tag)) is not None
+                                  and sizes.holds(record.layer, record.head))
 
     def scalar_series(self, run: str, keep: Callable[[str], bool]) -> dict[str, list[tuple[int, float]]]:
         """Every scalar of ``run`` whose tag ``keep`` accepts, from TensorBoard's scalars and this plugin's own (the

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from attention_lab.head_metrics import HeadMetric
@@ -52,9 +53,11 @@ def value_at(points: list[tuple[int, float]], step: int) -> tuple[int, float] | 
     return found
 
 
-def grids_at(series: dict[str, list[tuple[int, float]]], step: int) -> list[Grid]:
+def grids_at(series: dict[str, list[tuple[int, float]]], step: int,
+             take: Callable[[int], None] = lambda cells: None) -> list[Grid]:
     """Every family's grid from ``series`` (tag -> sorted (step, value) points) as logged at or before
-    ``step``; each grid takes the latest step at which its family was logged. Non-finite values are None."""
+    ``step``; each grid takes the latest step at which its family was logged. Non-finite values are None.
+    ``take(cells)`` is called with each grid's size before the grid is built (it may refuse it by raising)."""
     by_family: dict[str, dict[tuple[int, int | None], tuple[int, float]]] = {}
     for tag, points in series.items():
         parsed = parse_tag(tag)
@@ -68,6 +71,7 @@ def grids_at(series: dict[str, list[tuple[int, float]]], step: int) -> list[Grid
         current = {key: value for key, (point_step, value) in cells.items() if point_step == latest}
         layers = max(layer for layer, _ in current) + 1
         heads = max((head for _, head in current if head is not None), default=-1) + 1
+        take(layers * heads + layers)
         grids.append(Grid(family, latest,
                           [[finite(current.get((layer, h))) for h in range(heads)] for layer in range(layers)],
                           [finite(current.get((layer, None))) for layer in range(layers)]))

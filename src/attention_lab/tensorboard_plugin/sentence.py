@@ -55,10 +55,10 @@ def keep(kept: OrderedDict, key: tuple, value, bound: int) -> None:
 
 def import_model_code() -> None:
     """torch and the model imported, and a small model built on PyTorch's meta device, for later requests: each
-    request checks its checkpoint's declared size there (attention_lab.review.maps), and the first weights
+    request checks its checkpoint's declared size there (attention_lab.model_bounds), and the first weights
     initialised on that device import the rest of torch. A failure waits for the request to say it."""
     try:
-        from attention_lab.review.maps import declared_numbers
+        from attention_lab.model_bounds import declared_numbers
 
         declared_numbers({"name": "self"}, 2)
     except ImportError as err:
@@ -154,10 +154,13 @@ class SentenceModels:
             try:
                 found = Loaded(*load_module(files), files)
             except ReviewError as err:
-                failure = SentenceError(str(err), status=422)
+                reason = str(err)
+            if found is None:
+                # Kept and raised outside the handler, each a new error: neither holds a traceback, nor so the
+                # frames of the failed load (the checkpoint it read, anything built of it).
                 with self.lock:
-                    keep(self.failed, key, failure, KEPT_FAILURES)
-                raise failure from None
+                    keep(self.failed, key, SentenceError(reason, status=422), KEPT_FAILURES)
+                raise SentenceError(reason, status=422)
             with self.lock:
                 keep(self.loaded, key, found, KEPT_MODELS)
             return found

@@ -1,13 +1,15 @@
-// The circuits of one run, below its maps: at the slider's step the composition scores between layers, the
-// copying scores and the patching recovery (logged scalars), with the loss by target index over every step;
-// for the enlarged head its QK and OV word tables from the checkpoint; for a typed sentence the direct logit
-// attribution of every head; and a clean / corrupted pair typed here, patched head by head. Words and values
-// are set with textContent only. Each view's element has data-view; a value cell has data-value. Every table and
-// the heatmap download as SVG, PNG and CSV (export.js).
+// The circuits of one run, in a collapsed section below its maps: first a clean / corrupted pair, patched head by
+// head (filled in with an example pair of the run's own that changes the model's prediction, which the
+// example_pair route finds); at the slider's step the composition scores between layers, the copying scores and
+// the patching recovery (logged scalars), with the loss by target index over every step; for the enlarged head its
+// QK and OV word tables from the checkpoint; for a typed sentence the direct logit attribution of every head.
+// Words and values are set with textContent only. Each view's element has data-view; a value cell has data-value.
+// Every table and the heatmap download as SVG, PNG and CSV (export.js).
 
 import { addTableLinks, fileName, lossByIndexLinks, tableLinks, wordTableLinks } from "./export.js";
 import { weightColor } from "./heatmaps.js";
 import { formatValue } from "./scores.js";
+import { mapsStepOf, section, stepWords } from "./steps.js";
 
 const UNIT = { vmin: 0, vmax: 1, signed: false };
 
@@ -58,25 +60,30 @@ function valueTable({ view, caption, title, rows, columns, cells, scale, last })
 
 const heads = count => Array.from({ length: count }, (_, h) => "h" + h);
 const layers = count => Array.from({ length: count }, (_, l) => "layer " + l);
-const stepNote = grid => " · step " + grid.step + (grid.logged_step !== undefined && grid.logged_step !== grid.step
-  ? " (logged at " + grid.logged_step + ")" : "");
+// A table's tooltip: its description, and the step the Scalars tab shows it at where that is another.
+const described = grid => grid.description + (grid.logged_step !== undefined && grid.logged_step !== grid.step
+  ? " (the validation after step " + grid.step + ", which Lightning logs at step " + grid.logged_step + ")" : "");
 
-function compositionTables(grids) {
+function compositionTables(grids, own) {
   return grids.map(g => valueTable({ view: "composition", caption: g.kind.toUpperCase() + "-composition L" +
-      g.writer_layer + " → L" + g.reader_layer + stepNote(g), title: g.description + "; rows: heads of layer " +
+      g.writer_layer + " → L" + g.reader_layer + own(g.step), title: described(g) + "; rows: heads of layer " +
       g.writer_layer + " (writers), columns: heads of layer " + g.reader_layer + " (readers)",
     rows: heads(g.cells.length).map(h => "L" + g.writer_layer + " " + h), columns: heads(g.cells[0].length),
     cells: g.cells, scale: UNIT }));
 }
 
 // Step x target index: the loss falling in the later targets is the induction heads forming (Olsson et al.).
-function lossByIndex(data, step, label) {
+// Rows go down in training order, each labelled with the step of the maps it belongs to (steps.js: a validation
+// logged at n - 1 is that of step n); mapsSteps: the run's map steps.
+function lossByIndex(data, step, label, mapsSteps) {
   const values = data.values.flat().filter(v => v !== null);
   const low = values.length ? Math.min(...values) : 0;  // every value missing (NaN): an empty 0..1 scale
   const scale = { vmin: low, vmax: Math.max(low + 1e-9, ...values), signed: false, label: "loss" };
   const box = element("figure", "loss-by-index");
   box.dataset.view = "loss-by-index";
-  box.appendChild(element("figcaption", "", "Loss by target index (rows: logged steps)")).title = data.description;
+  box.appendChild(element("figcaption", "", "Loss by target index (rows: steps, first at the top)")).title =
+    data.description;
+  const rowSteps = data.steps.map(s => mapsStepOf(s, mapsSteps));
   const cellW = Math.max(8, Math.min(24, Math.floor(240 / data.indices)));
   const cellH = Math.max(2, Math.min(14, Math.floor(220 / data.steps.length)));
   const left = 48, top = 14;
@@ -97,15 +104,16 @@ function lossByIndex(data, step, label) {
       fill: value === null ? "#eee" : weightColor(value, scale), "data-step": s, "data-index": index,
       "data-value": value === null ? "" : value });
     const tip = document.createElementNS("http://www.w3.org/2000/svg", "title");
-    tip.textContent = "step " + s + " · target " + index + " · loss " + (value === null ? "–" : formatValue(value, 3));
+    tip.textContent = "step " + rowSteps[row] + " · target " + index + " · loss " +
+      (value === null ? "–" : formatValue(value, 3));
     rect.appendChild(tip);
   }));
   for (let index = 0; index < data.indices; index += Math.max(1, Math.ceil(data.indices / 8)))
     add("text", { class: "axis", x: left + index * cellW + cellW / 2, y: 10, "text-anchor": "middle" }, String(index));
-  add("text", { class: "axis", x: left - 4, y: top + cellH / 2, "text-anchor": "end" }, String(data.steps[0]));
+  add("text", { class: "axis row-step", x: left - 4, y: top + cellH / 2, "text-anchor": "end" }, "step " + rowSteps[0]);
   if (data.steps.length > 1)  // the first and last rows' steps, each at the middle of its row
-    add("text", { class: "axis", x: left - 4, y: top + (data.steps.length - 0.5) * cellH, "text-anchor": "end" },
-        String(data.steps[data.steps.length - 1]));
+    add("text", { class: "axis row-step", x: left - 4, y: top + (data.steps.length - 0.5) * cellH, "text-anchor": "end" },
+        "step " + rowSteps[rowSteps.length - 1]);
   if (current >= 0)
     add("rect", { class: "current-step", x: left - 1, y: top + current * cellH - 1, width: data.indices * cellW + 2,
       height: cellH + 2, "data-step": data.steps[current] });
@@ -183,23 +191,26 @@ function pairView(data, label) {
 
 // run: the run's name; api: {get(route, params) -> Promise<{ok, data}>}; label: the run's label (the downloads' names)
 export function createCircuits(run, api, label) {
-  const root = element("div", "circuits");
-  root.appendChild(element("h4", "circuits-title", "Circuits"));
+  const { details: root, step: stepWordsNode } = section("circuits",
+    "Circuits: patching, composition, copying, loss by index, word tables");
   const logged = element("div", "row circuits-logged");
   const head = element("div", "circuits-head");
   const sentence = element("div", "circuits-sentence");
   const form = element("form", "pair-form");
   const clean = element("input", "pair-clean");
   const corrupted = element("input", "pair-corrupted");
-  clean.placeholder = "clean sentence"; corrupted.placeholder = "corrupted: the same length, one word changed";
+  clean.placeholder = "clean sentence"; corrupted.placeholder = "corrupted: one word changed";
   clean.setAttribute("aria-label", "clean sentence"); corrupted.setAttribute("aria-label", "corrupted sentence");
   const patch = element("button", "pair-run", "Patch every head");
   patch.type = "submit";
-  form.append(element("span", "", "Patching: "), clean, corrupted, patch);
+  form.append(element("span", "", "Patching a pair:"), clean, corrupted, patch);
+  const example = element("p", "pair-example note");  // what the example pair filled in does, or why none
   const pair = element("div", "pair-box");
   pair.dataset.view = "pair";
-  root.append(logged, head, sentence, form, pair);
-  const state = { step: null, head: null, request: 0, headRequest: 0, sentenceRequest: 0, tables: new Map() };
+  root.append(form, example, pair, logged, head, sentence);
+  const state = { step: null, head: null, request: 0, headRequest: 0, sentenceRequest: 0, tables: new Map(),
+                  mapsSteps: [], typed: false };
+  for (const input of [clean, corrupted]) input.addEventListener("input", () => { state.typed = true; });
 
   const note = text => element("p", "note", text);
 
@@ -209,19 +220,22 @@ export function createCircuits(run, api, label) {
     if (request !== state.request) return;
     if (!reply.ok) { logged.replaceChildren(note(reply.data.error)); return; }
     const data = reply.data, views = [];
+    const grids = [...data.composition, data.copying, data.patching].filter(Boolean);
+    const words = stepWords(step, grids.map(g => g.step)), own = words.own;
+    stepWordsNode.textContent = grids.length ? " · " + words.summary : "";
     if (data.composition.length) {
       const box = element("div", "composition");
-      box.append(element("p", "circuit-caption", "Composition (0..1)"), ...compositionTables(data.composition));
+      box.append(element("p", "circuit-caption", "Composition (0..1)"), ...compositionTables(data.composition, own));
       views.push(box);
     }
-    if (data.copying) views.push(valueTable({ view: "copying", caption: "Copying" + stepNote(data.copying),
-      title: data.copying.description, rows: layers(data.copying.cells.length), columns: heads(data.copying.cells[0].length),
+    if (data.copying) views.push(valueTable({ view: "copying", caption: "Copying" + own(data.copying.step),
+      title: described(data.copying), rows: layers(data.copying.cells.length), columns: heads(data.copying.cells[0].length),
       cells: data.copying.cells, scale: { vmin: -1, vmax: 1, signed: true } }));
-    if (data.patching) views.push(valueTable({ view: "patching", caption: "Patching recovery" + stepNote(data.patching),
-      title: data.patching.description, rows: layers(data.patching.cells.length),
+    if (data.patching) views.push(valueTable({ view: "patching", caption: "Patching recovery" + own(data.patching.step),
+      title: described(data.patching), rows: layers(data.patching.cells.length),
       columns: heads(data.patching.cells[0].length), cells: data.patching.cells, scale: { vmin: -1, vmax: 1, signed: true },
       last: { label: "all", values: data.patching.whole_layer } }));
-    if (data.loss_by_index) views.push(lossByIndex(data.loss_by_index, step, label));
+    if (data.loss_by_index) views.push(lossByIndex(data.loss_by_index, step, label, state.mapsSteps));
     logged.replaceChildren(...(views.length ? views
       : [note("no composition, copying, patching or loss-by-index scalars logged at or before this step")]));
     addTableLinks(logged, label);
@@ -272,8 +286,23 @@ export function createCircuits(run, api, label) {
     pair.dataset.state = reply.ok ? "patched" : "message";
   });
 
+  // The example pair for the run's probe (text), filled in unless a pair was typed already.
+  async function showExample(text) {
+    form.dataset.state = "loading";
+    const reply = await api.get("example_pair", { run, text });
+    form.dataset.state = "ready";
+    const found = reply.ok ? reply.data.pair : null;
+    if (!found) { example.textContent = reply.ok ? reply.data.reason : ""; return; }  // a snapshot has no checkpoint
+    if (!state.typed) { clean.value = found.clean; corrupted.value = found.corrupted; }
+    const from = found.clean.split(" ")[found.position], to = found.corrupted.split(" ")[found.position];
+    example.textContent = "Example from the run's probe: “" + from + "” → “" + to + "” changes the model's prediction " +
+      "after the last word from “" + found.clean_prediction + "” to “" + found.corrupted_prediction + "”; patching " +
+      "shows which heads carry the difference.";
+  }
+
   return {
-    root, showStep, showHead, showSentence,
+    root, showStep, showHead, showSentence, showExample,
+    setSteps(steps) { state.mapsSteps = steps; },
     clearSentence() { state.sentenceRequest++; sentence.replaceChildren(); },
   };
 }

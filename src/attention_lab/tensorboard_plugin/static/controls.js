@@ -1,5 +1,6 @@
 // The tab's top bar: two run pickers (side by side), the step slider that moves every map, and the sentence
-// box. It only builds elements and reports choices; index.js decides what they do.
+// box with the words the runs' checkpoints know (a word outside them is read as <unk>; clicking a listed word
+// adds it to the sentence). It only builds elements and reports choices; index.js decides what they do.
 
 function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -46,7 +47,7 @@ export function createControls(runs, chosen, on) {
 
   const form = element("form", "sentence-form");
   const input = element("input", "sentence-input");
-  input.type = "text"; input.placeholder = "any sentence, e.g. Your journey starts with one step";
+  input.type = "text"; input.placeholder = "a sentence (words below)";
   input.setAttribute("aria-label", "sentence");
   const run = element("button", "sentence-run", "Show its attention");
   run.type = "submit";
@@ -62,9 +63,43 @@ export function createControls(runs, chosen, on) {
   });
   clear.addEventListener("click", () => { clear.hidden = true; on.clear(); });
 
-  bar.append(first.wrap, second.wrap, stepBox, form);
+  const vocabulary = element("div", "vocabulary");
+  vocabulary.dataset.state = "loading";
+  vocabulary.addEventListener("click", event => {
+    const word = event.target.closest("button.vocab-word");
+    if (!word) return;
+    input.value = (input.value.trimEnd() + " " + word.textContent).trimStart();
+    input.focus();
+  });
+
+  bar.append(first.wrap, second.wrap, stepBox, form, vocabulary);
   return {
     bar,
+    // lists: [{label, reply}], a run's label and what the vocabulary route answered for it, one per run shown.
+    showVocabulary(lists) {
+      const known = lists.filter(list => list.reply.ok);
+      vocabulary.dataset.state = known.length ? "listed" : "message";
+      if (!known.length) {
+        vocabulary.replaceChildren(element("span", "note", lists.length ? "The sentence box needs the run's checkpoint: " +
+          lists[0].reply.data.error : ""));
+        return;
+      }
+      const words = [...new Set(known.flatMap(list => list.reply.data.words))];
+      const owners = word => known.filter(list => list.reply.data.words.includes(word)).map(list => list.label);
+      const size = known.length === 1 ? known[0].reply.data.size : words.length;
+      const title = known.length > 1 && words.some(w => owners(w).length < known.length)
+        ? "Words the runs know (" + size + "; faint: one run only): " : "Words it knows (" + size + "): ";
+      const buttons = words.map(word => {
+        const button = element("button", "vocab-word", word);
+        button.type = "button";
+        const who = owners(word);
+        button.classList.toggle("one-run", who.length < known.length);
+        button.title = who.length < known.length ? "only " + who.join(", ") + " knows it" : "add it to the sentence";
+        return button;
+      });
+      const more = size > words.length ? [element("span", "note", " … and " + (size - words.length) + " more")] : [];
+      vocabulary.replaceChildren(element("span", "vocabulary-title", title), ...buttons, ...more);
+    },
     // The steps the slider offers (every run's logged steps together); it moves to the last one.
     setSteps(next) {
       steps = next;

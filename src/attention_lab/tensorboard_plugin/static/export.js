@@ -3,7 +3,7 @@
 // (heatmaps.js) with the style it takes from style.css written into it; a PNG is that SVG drawn on a canvas; a CSV
 // holds the numbers as the page received them, with the words as headers. Words are set with textContent only.
 
-import { heatmap, scaleLegend } from "./heatmaps.js";
+import { heatmap, largeCell, scaleLegend } from "./heatmaps.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif";
@@ -110,8 +110,7 @@ const quiet = { onHover() {}, onLeave() {} };
 // One head's map with its words and the colour scale, as the tab enlarges it.
 export function mapSvg(data, layer, head, title) {
   const size = Math.max(data.query_words.length, data.key_words.length);
-  const map = heatmap(data, layer, head, { ...quiet, cell: Math.max(14, Math.min(34, Math.floor(300 / size))),
-    labels: true });
+  const map = heatmap(data, layer, head, { ...quiet, cell: largeCell(size), labels: true });
   return composed(title, [map, scaleLegend(data.scale)]);
 }
 

@@ -19,19 +19,21 @@ export function weightColor(w, scale) {
   return "rgb(" + rgb.join(",") + ")";
 }
 
-// The colour bar of a scale: a gradient from vmin to vmax with both ends and the label written out.
+// The colour bar of a scale: a gradient from vmin to vmax with both ends and the label written out. The ends are
+// 11px text (style.css, and export.js's style) with room for a signed value ("-0.35") left of the bar.
 export function scaleLegend(scale) {
   const s = scale || { vmin: 0, vmax: 1, signed: false, label: "attention weight" };
-  const width = 160, steps = 32;
-  const svg = svgElement("svg", { class: "scale-legend", width: width + 90, height: 30 });
+  const width = 160, steps = 32, left = 44;
+  const svg = svgElement("svg", { class: "scale-legend", width: left + width + 48, height: 30 });
   for (let i = 0; i < steps; i++) {
     const w = s.vmin + (s.vmax - s.vmin) * (i + 0.5) / steps;
-    svg.appendChild(svgElement("rect", { x: 30 + i * width / steps, y: 2, width: width / steps + 0.5, height: 12,
+    svg.appendChild(svgElement("rect", { x: left + i * width / steps, y: 2, width: width / steps + 0.5, height: 12,
       fill: weightColor(w, s), "data-weight": w }));
   }
-  svg.appendChild(svgElement("text", { x: 26, y: 12, "text-anchor": "end", class: "legend-end" }, formatWeight(s.vmin)));
-  svg.appendChild(svgElement("text", { x: 34 + width, y: 12, class: "legend-end" }, formatWeight(s.vmax)));
-  svg.appendChild(svgElement("text", { x: 30, y: 27, class: "legend-label" }, s.label));
+  svg.appendChild(svgElement("text", { x: left - 4, y: 12, "text-anchor": "end", class: "legend-end" },
+    formatWeight(s.vmin)));
+  svg.appendChild(svgElement("text", { x: left + width + 4, y: 12, class: "legend-end" }, formatWeight(s.vmax)));
+  svg.appendChild(svgElement("text", { x: left, y: 27, class: "legend-label" }, s.label));
   return svg;
 }
 
@@ -85,12 +87,23 @@ export function heatmap(data, layer, head, options) {
   return svg;
 }
 
-// Every layer and head: a table of small maps; clicking one selects it. options: {selected, onSelect, onHover,
-// onLeave}
+// The side of a small map's cell: about 108 px a map, so that a stripe one cell wide reads at 12 words (9 px
+// cells); never under 3 px, never over 18.
+export function miniCell(size) {
+  return Math.max(3, Math.min(18, Math.floor(108 / size)));
+}
+
+// The side of the enlarged map's cell: about 300 px a map, 14 to 30 px a cell (its value is written from 26 px).
+export function largeCell(size) {
+  return Math.max(14, Math.min(30, Math.floor(300 / size)));
+}
+
+// Every layer and head: a table of small maps; clicking one selects it, and ★ marks the best head of the step.
+// options: {selected, best: {layer, head, kind, score} or null, onSelect, onHover, onLeave}
 export function mapsGrid(data, options) {
   const layers = data.weights.length, heads = data.weights[0].length;
   const size = Math.max(data.query_words.length, data.key_words.length);
-  const cell = Math.max(3, Math.min(11, Math.floor(84 / size)));
+  const cell = miniCell(size);
   const table = document.createElement("table");
   table.className = "maps-grid";
   const header = table.createTHead().insertRow();
@@ -111,9 +124,12 @@ export function mapsGrid(data, options) {
       const button = document.createElement("button");
       button.type = "button";
       button.className = "mini-map";
-      button.title = "layer " + l + ", head " + h + ": click to enlarge";
+      const best = options.best && options.best.layer === l && options.best.head === h;
+      button.title = "layer " + l + ", head " + h + ": click to enlarge" +
+        (best ? " · ★ the best " + options.best.kind + " head at this step" : "");
       button.dataset.layer = l; button.dataset.head = h;
       button.classList.toggle("selected", options.selected.layer === l && options.selected.head === h);
+      button.classList.toggle("best", Boolean(best));
       button.appendChild(heatmap(data, l, h, { cell, labels: false, onHover: options.onHover, onLeave: options.onLeave }));
       button.addEventListener("click", () => options.onSelect(l, h));
       td.appendChild(button);

@@ -19,6 +19,26 @@ async function get(route, params) {
   }
 }
 
+// What to do, in one line; why steps may be missing, one click away.
+function helpLine() {
+  const help = document.createElement("div");
+  help.className = "tab-help";
+  help.append("Click a small map to enlarge it: it stays while you move the slider, and ★ marks the best head " +
+    "of the run's task at each step. Hover a cell for its words and weight. ");
+  const more = document.createElement("details");
+  more.className = "help-more";
+  const summary = document.createElement("summary");
+  summary.textContent = "Missing steps?";
+  const flag = document.createElement("code");
+  flag.textContent = "--samples_per_plugin=attention_lab=0";
+  const script = document.createElement("code");
+  script.textContent = "python scripts/start_tensorboard.py";
+  more.append(summary, "TensorBoard keeps 100 logged steps a run (10 with --load_fast=false) unless started with ",
+    flag, ", which keeps every step with either loader; ", script, " starts it so.");
+  help.appendChild(more);
+  return help;
+}
+
 function addStyle() {
   const link = document.createElement("link");
   link.rel = "stylesheet";
@@ -55,7 +75,14 @@ export async function render() {
     const steps = new Set((await Promise.all(current.map(p => p.load()))).flat());
     controls.setSteps([...steps].sort((a, b) => a - b));
     const last = Math.max(-1, ...steps);
+    listVocabulary([first, second].filter(Boolean), current);  // the checkpoints load meanwhile: not awaited
     await Promise.all(current.map(p => (sentence === null ? p.showStep(last) : p.showSentence(sentence))));
+  }
+
+  async function listVocabulary(names, shown) {
+    const replies = await Promise.all(shown.map(p => p.vocabulary()));
+    if (shown === current)  // not replaced by other runs meanwhile
+      controls.showVocabulary(names.map((run, i) => ({ label: runs.find(r => r.run === run).label, reply: replies[i] })));
   }
 
   const controls = createControls(runs, chosen, {
@@ -64,15 +91,8 @@ export async function render() {
     sentence: text => { sentence = text; for (const p of current) p.showSentence(text); },
     clear: () => { sentence = null; for (const p of current) p.clearSentence(); },
   });
-  const flag = document.createElement("code");
-  flag.textContent = "--samples_per_plugin=attention_lab=0";
-  const script = document.createElement("code");
-  script.textContent = "python scripts/start_tensorboard.py";
-  status.replaceChildren("Attention of the probe sentence at every logged step, or of any sentence through the " +
-    "run's checkpoint. Click a small map to enlarge it; hover a cell for its words and weight. Missing steps? " +
-    "TensorBoard keeps 100 logged steps a run (10 with --load_fast=false) unless started with ", flag,
-    ", which keeps every step with either loader; ", script, " starts it so.");
-  document.body.append(controls.bar, panels);
+  status.hidden = true;
+  document.body.append(controls.bar, helpLine(), panels);
   await showRuns(chosen[0], chosen[1]);
   document.body.dataset.ready = "true";
 }

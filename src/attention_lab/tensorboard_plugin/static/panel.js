@@ -1,13 +1,16 @@
-// One run in the tab: its maps at the chosen step (or for the sentence of the text box), one head enlarged
-// with its head view, and its head scores and ablation drops. Until a map is clicked, the enlarged head is the
-// one scoring highest on the run's task kind (the scores route's focus). The panel's data-state says what it
-// shows ("loading", "maps", "message"), and data-step which logged step.
+// One run in the tab. First what teaches: one head enlarged with its words, beside (or, in a narrow panel, above)
+// every head's small map at the chosen step (or for the sentence of the text box), then the enlarged head's head
+// view; one click away, collapsed, its head scores and ablation drops and its circuits. The tab opens on the head
+// scoring highest on the run's task kind at the first step shown (the scores route's focus); that head then stays
+// enlarged while the slider moves (pinned) until another map is clicked, and ★ marks each step's best head. The
+// panel's data-state says what it shows ("loading", "maps", "message"), and data-step which logged step.
 
 import { mountHeadView } from "./head_view.js";
 import { addScoreLinks, gridLinks, headViewLinks, mapLinks } from "./export.js";
-import { describeCell, heatmap, mapsGrid, scaleLegend } from "./heatmaps.js";
-import { scoresView } from "./scores.js";
+import { describeCell, heatmap, largeCell, mapsGrid, scaleLegend } from "./heatmaps.js";
+import { scoresStep, scoresView } from "./scores.js";
 import { createCircuits } from "./circuits.js";
+import { section } from "./steps.js";
 
 function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -26,42 +29,42 @@ export function createPanel(entry, api) {
   title.title = run;  // TensorBoard's name for it
   const message = element("p", "message");
   message.setAttribute("role", "status");
-  const source = element("p", "source");
+  const source = element("p", "source");  // the probe or the sentence, and the one step label of the view
   const hoverInfo = element("p", "hover-info", "hover a cell for its words and weight");
-  const grid = element("div", "grid-box");
   const detailTitle = element("h4", "detail-title");
+  const focusNote = element("p", "focus-note");
   const enlarged = element("div", "enlarged");
+  const enlargedBox = element("div", "enlarged-box");
+  enlargedBox.append(detailTitle, focusNote, enlarged);
+  const grid = element("div", "grid-box");
+  const firstView = element("div", "row first-view");  // the enlarged head, every head's map beside it
+  firstView.append(enlargedBox, grid);
   const controls = element("div", "hv-controls");
   const layerSelect = element("select", "layer-select");
   layerSelect.setAttribute("aria-label", "layer");
   const heads = element("span", "hv-heads");
   const allHeads = element("button", "all-heads", "all heads");
   allHeads.type = "button";
-  controls.append(element("span", "", "Layer"), layerSelect, element("span", "", "Head"), heads, allHeads);
+  controls.append(element("span", "", "Head view: layer"), layerSelect, element("span", "", "head"), heads, allHeads);
   const hvStatus = element("p", "hv-status");
   const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
   svg.setAttribute("class", "head-view");
   const tooltip = element("div", "tooltip");
   tooltip.hidden = true;
-  const scores = element("div", "scores-box");
-  const overview = element("div", "row");  // every head's map, with the scores of the same heads beside it
-  overview.append(grid, scores);
-  const enlargedBox = element("div", "enlarged-box");
-  enlargedBox.append(detailTitle, enlarged);
   const headViewBox = element("div", "head-view-box");
-  headViewBox.append(controls, hvStatus, svg);
   const hvExport = element("div", "hv-export");  // its export links, set by draw()
-  headViewBox.appendChild(hvExport);
-  const detail = element("div", "row detail");
-  detail.append(enlargedBox, headViewBox);
+  headViewBox.append(controls, hvStatus, svg, hvExport);
+  const scoresSection = section("scores-section", "Head scores and ablations");
+  const scores = element("div", "scores-box");
+  scoresSection.details.appendChild(scores);
   const circuits = createCircuits(run, api, entry.label);  // composition, patching, loss by index, word tables, ...
   const body = element("div", "panel-body");
-  body.append(source, hoverInfo, overview, detail, circuits.root, tooltip);
+  body.append(source, hoverInfo, firstView, headViewBox, scoresSection.details, circuits.root, tooltip);
   root.append(title, message, body);
 
-  // chosen: a map was clicked (the focus no longer moves the enlarged head); pointer: where the cursor last
-  // hovered a cell
-  const state = { steps: [], data: null, sentence: null, selected: { layer: 0, head: 0 }, chosen: false,
+  // placed: the enlarged head was chosen (by the first step's focus or a click) and stays; best: the focus of the
+  // step shown; pointer: where the cursor last hovered a cell
+  const state = { steps: [], data: null, sentence: null, selected: { layer: 0, head: 0 }, placed: false, best: null,
                   pointer: null, request: 0, sentenceRequest: 0, cache: new Map(), headView: null, runMessage: "" };
 
   function say(text) {
@@ -86,12 +89,24 @@ export function createPanel(entry, api) {
     hover({ layer, head, q, k, query: data.query_words[q], key: data.key_words[k], weight: data.weights[layer][head][q][k] });
   }
 
-  // The head the run's scores point at, enlarged until the user clicks a map.
+  // The step's best head is marked; the first step shown also enlarges it. Whether the enlarged head changed.
   function applyFocus(focus) {
-    if (state.chosen || !focus) return false;
+    state.best = focus || null;
+    if (state.placed) return false;
+    state.placed = true;
+    if (!focus) return false;
     const changed = focus.layer !== state.selected.layer || focus.head !== state.selected.head;
     state.selected = { layer: focus.layer, head: focus.head };
     return changed;
+  }
+
+  function focusWords() {
+    const { layer, head } = state.selected, best = state.best;
+    const stays = "stays while you move the slider";
+    if (!best || state.sentence) return stays;
+    const score = " (score " + best.score.toFixed(2) + ")";
+    if (best.layer === layer && best.head === head) return "★ the best " + best.kind + " head here" + score + "; " + stays;
+    return stays + " · ★ best " + best.kind + " head here: layer " + best.layer + ", head " + best.head + score;
   }
 
   function draw() {
@@ -105,18 +120,20 @@ export function createPanel(entry, api) {
       ? "your sentence: “" + state.sentence.words.join(" ") + "” → “" + state.sentence.predictions.join(" ") +
         "” (" + state.sentence.checkpoint + ", step " + state.sentence.step + ")"
       : "probe “" + data.key_words.join(" ") + "” at step " + data.step;
-    grid.replaceChildren(scaleLegend(data.scale), mapsGrid(data, { selected: state.selected, onHover: hover, onLeave: unhover,
-      onSelect: (layer, head) => {
-        state.selected = { layer, head }; state.chosen = true; draw(); state.headView.show(layer, [head]);
-      } }));
     const shown = state.sentence ? "sentence" : "step " + data.step;  // exports: SVG, PNG and CSV (export.js)
-    grid.appendChild(gridLinks(data, entry.label, shown));
     const { layer, head } = state.selected;
     detailTitle.textContent = "layer " + layer + ", head " + head;
+    focusNote.textContent = focusWords();
     const size = Math.max(data.query_words.length, data.key_words.length);
-    enlarged.replaceChildren(heatmap(data, layer, head, { cell: Math.max(14, Math.min(34, Math.floor(300 / size))),
-      labels: true, onHover: hover, onLeave: unhover }));
-    enlarged.appendChild(mapLinks(data, layer, head, entry.label, shown));
+    const beside = element("div", "enlarged-side");  // the colour bar and the downloads, right of the map
+    beside.append(scaleLegend(data.scale), mapLinks(data, layer, head, entry.label, shown));
+    enlarged.replaceChildren(heatmap(data, layer, head, { cell: largeCell(size), labels: true, onHover: hover,
+      onLeave: unhover }), beside);
+    grid.replaceChildren(mapsGrid(data, { selected: state.selected, best: state.sentence ? null : state.best,
+      onHover: hover, onLeave: unhover,
+      onSelect: (l, h) => {
+        state.selected = { layer: l, head: h }; state.placed = true; draw(); state.headView.show(l, [h]);
+      } }), gridLinks(data, entry.label, shown));
     hvExport.replaceChildren(headViewLinks(svg, hvStatus, data, entry.label, shown));
     rehover(data);
     circuits.showHead(layer, head);
@@ -127,8 +144,9 @@ export function createPanel(entry, api) {
                                         { initial: state.selected });
   }
 
-  function showScores(reply) {
-    scores.replaceChildren(reply.ok ? scoresView(reply.data) : element("p", "note", reply.data.error));
+  function showScores(reply, step) {
+    scores.replaceChildren(reply.ok ? scoresView(reply.data, step) : element("p", "note", reply.data.error));
+    scoresSection.step.textContent = reply.ok ? " · " + scoresStep(reply.data, step) : "";
     if (reply.ok) addScoreLinks(scores, reply.data, entry.label);
   }
 
@@ -141,7 +159,8 @@ export function createPanel(entry, api) {
   return {
     root,
     get steps() { return state.steps; },
-    // The logged steps of the run ([] with a message when it has none).
+    // The logged steps of the run ([] with a message when it has none); the circuits' example pair is sought
+    // for its probe meanwhile.
     async load() {
       const reply = await fetchStep(null);
       if (!reply.ok) {
@@ -151,8 +170,12 @@ export function createPanel(entry, api) {
         return [];
       }
       state.steps = reply.data.steps;
+      circuits.setSteps(state.steps);
+      circuits.showExample(reply.data.key_words.join(" "));
       return state.steps;
     },
+    // The words the run's checkpoint knows, for the sentence box ({ok, data: {words, size} or {error}}).
+    vocabulary: () => api.get("vocabulary", { run }),
     // The maps logged last at or before ``step``.
     async showStep(step) {
       if (!state.steps.length) return;
@@ -160,15 +183,15 @@ export function createPanel(entry, api) {
       const request = ++state.request;
       root.dataset.state = "loading";
       circuits.showStep(logged);
-      // the scores of the same step, asked for at once: they say which head to enlarge before the maps are drawn
+      // the scores of the same step, asked for at once: they say which head to mark before the maps are drawn
       const [reply, scoresReply] = await Promise.all([fetchStep(logged), api.get("scores", { run, step: logged })]);
       if (request !== state.request) return;  // a newer step was asked for meanwhile
       if (!reply.ok) { say(reply.data.error); root.dataset.state = "message"; return; }
       state.data = reply.data;
       if (!state.sentence)  // the sentence's notes stay while its maps are shown
         say(logged > step ? "no maps at or before step " + step + ": showing the first logged step" : "");
-      const refocus = scoresReply.ok && applyFocus(scoresReply.data.focus);
-      showScores(scoresReply);  // first: the maps below it are drawn where they will stay (see rehover)
+      const refocus = applyFocus(scoresReply.ok ? scoresReply.data.focus : null);
+      showScores(scoresReply, reply.data.step);  // first: the maps are drawn where they will stay (see rehover)
       draw();
       if (refocus) state.headView.show(state.selected.layer, [state.selected.head]);
       root.dataset.step = reply.data.step;

@@ -1,7 +1,9 @@
 // Head scores and ablation drops of one step as layers x heads tables, coloured by value; the whole-layer
-// ablation in a last column. Values are set with textContent only.
+// ablation in a last column. The step they were logged at is said once, by the section that holds them
+// (steps.js); a table names its own step only where it differs. Values are set with textContent only.
 
 import { weightColor } from "./heatmaps.js";
+import { stepWords } from "./steps.js";
 
 function ablationColor(value, scale) {  // white at 0, red for a larger harm, blue for a gain
   if (value === null) return "#eee";
@@ -16,7 +18,7 @@ export function formatValue(value, decimals) {
   return Number(text) === 0 ? "0" : text;
 }
 
-function scoreTable(grid) {
+function scoreTable(grid, own) {
   const ablation = grid.family.startsWith("ablation/");
   const values = [...grid.cells.flat(), ...grid.whole_layer].filter(v => v !== null);
   const scale = Math.max(1e-9, ...values.map(Math.abs));
@@ -24,7 +26,7 @@ function scoreTable(grid) {
   table.className = "score-grid";
   table.dataset.family = grid.family;
   const caption = table.createCaption();
-  caption.textContent = grid.family + " · step " + grid.step;
+  caption.textContent = grid.family + own(grid.step);
   caption.title = grid.description + (grid.logged_step !== undefined && grid.logged_step !== grid.step
     ? " (the validation after step " + grid.step + ", which Lightning logs at step " + grid.logged_step + ")" : "");
   const heads = grid.cells.length ? grid.cells[0].length : 0;
@@ -63,8 +65,14 @@ function redundancyNote(reply) {
   return note;
 }
 
-// reply: what /scores returns (grids, and the redundancy line when there is one); no grids: a note says so.
-export function scoresView(reply) {
+// The words after the scores section's title: the step of its tables (steps.js).
+export function scoresStep(reply, mapsStep) {
+  return stepWords(mapsStep, reply.grids.map(g => g.step)).summary;
+}
+
+// reply: what /scores returns (grids, and the redundancy line when there is one); mapsStep: the step of the maps
+// beside them. No grids: a note says so.
+export function scoresView(reply, mapsStep) {
   const grids = reply.grids;
   const box = document.createElement("div");
   box.className = "scores";
@@ -74,6 +82,7 @@ export function scoresView(reply) {
       textContent: "no head scores or ablation drops logged at or before this step" }));
     return box;
   }
+  const own = stepWords(mapsStep, grids.map(g => g.step)).own;
   const families = [["head_score/", "Head scores (0..1)"], ["ablation/", "Ablation: change when the head is removed"]];
   for (const [prefix, title] of families) {
     const chosen = grids.filter(g => g.family.startsWith(prefix));
@@ -81,7 +90,7 @@ export function scoresView(reply) {
     box.appendChild(Object.assign(document.createElement("h4"), { textContent: title }));
     const row = document.createElement("div");
     row.className = "score-row";
-    for (const grid of chosen) row.appendChild(scoreTable(grid));
+    for (const grid of chosen) row.appendChild(scoreTable(grid, own));
     box.appendChild(row);
   }
   return box;

@@ -45,7 +45,8 @@ export async function renderSnapshot(snapshot) {
     runs: () => {}, sentence: () => {}, clear: () => {},
     step: step => { for (const p of current) p.showStep(step); },
   });
-  for (const node of controls.bar.querySelectorAll(".run-picker, .sentence-form")) node.hidden = true;
+  controls.showVocabulary([]);  // no checkpoint in a snapshot: no sentence box, no words to list
+  for (const node of controls.bar.querySelectorAll(".run-picker, .sentence-form, .vocabulary")) node.hidden = true;
   document.body.append(title, note, controls.bar, panels);
   const steps = [...new Set((await Promise.all(current.map(p => p.load()))).flat())].sort((a, b) => a - b);
   controls.setSteps(steps);
