@@ -2,8 +2,10 @@
 crafted runs gets one JSON line each (twice: the second time from the refusal the tab keeps), and leaves the server
 answering the good run within a second, its memory within 300 MB of what it holds for the good run alone.
 
-Each crafted run is an entry of CRAFTED: a function that writes its run dir, and the routes asked of it. A crafted
-file of another kind (an event file) joins the same logdir by adding an entry."""
+Each crafted run is an entry of CRAFTED: a function that writes its run dir, the scalars its event file holds, and
+the routes asked of it: crafted checkpoints (test_checkpoint_cost.py) and a crafted event file, whose composition,
+copying, patching and loss-by-index tags name layers, heads and indices far beyond any model
+(test_tab_answer_bounds.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from crafted_checkpoints import (
 )
 from tab_runs import write_run
 from tb_server import serve
+from test_tab_answer_bounds import far_tags
 
 ROUTE = "/data/plugin/attention_lab"
 RUN = "tensorboard/version_0"  # each run dir's TensorBoard run, as tab_runs.write_run writes it
@@ -35,6 +38,7 @@ EXTRA_MB = 300  # the server's memory (now and at its peak) beyond what it held 
 LARGE = model_config(d_model=2048, num_heads=4, layers=2)
 SENTENCE = ("sentence", {"text": "w0 w1 w2"})
 HEAD = ("head_circuit", {"layer": "0", "head": "0"})
+CIRCUITS = ("circuits", {"step": "10"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class Crafted:
     write: Callable[[Path], None]  # writes the run dir (its TensorBoard run is added)
     requests: tuple[tuple[str, dict], ...]  # (route, parameters besides run=)
     status: int  # the status each answer has
+    scalars: dict | None = None  # tag -> (step, value) points of the run's event file
 
 
 def unbacked(kind: str) -> Callable[[Path], None]:
@@ -58,6 +63,8 @@ CRAFTED = {
     "stride0": Crafted(unbacked("stride0"), (SENTENCE, HEAD), 422),
     "meta": Crafted(unbacked("meta"), (SENTENCE, HEAD), 422),
     "vocabulary": Crafted(large_vocabulary, (HEAD,), 200),
+    # no config: the tab's limits bound the tags, and the circuits' answer is past the bound of one answer
+    "tags": Crafted(lambda run_dir: None, (CIRCUITS,), 404, far_tags(steps=600)),
 }
 
 
@@ -74,7 +81,7 @@ def test_crafted_runs_do_not_hold_up_or_grow_the_server(tmp_path):
     write_run(logdir / "good", steps=[10], words=WORDS[2:5])
     write_checkpoint(logdir / "good", good, WORDS, genuine_weights(good, WORDS))
     for name, crafted in CRAFTED.items():
-        write_run(logdir / name, steps=[10], words=WORDS[2:5])
+        write_run(logdir / name, steps=[10], words=WORDS[2:5], scalars=crafted.scalars)
         crafted.write(logdir / name)
     runs = len(CRAFTED) + 1
     with serve(logdir, tmp_path / "server.log",

@@ -164,7 +164,12 @@ def test_the_redundant_heads_are_named_one_click_away(chromium, first_hour, fres
     click(chromium, "section.panel details.scores-section > summary")
     note = chromium.evaluate(f"{panel(0)}.querySelector('.redundancy').textContent")
     assert chromium.evaluate(f"{panel(0)}.querySelector('.redundancy').checkVisibility()") is True
-    assert scores["redundancy"] and note == f"{scores['redundancy']} Why: docs/tensorboard.md#redundant-heads"
+    assert scores["redundancy"] and note.startswith(f"{scores['redundancy']} Why?")
+    why = f"{panel(0)}.querySelector('.redundancy details.why')"
+    assert chromium.evaluate(f"{why}.open") is False  # the explanation is one click away, in the page itself
+    click(chromium, "section.panel .redundancy details.why > summary")
+    assert chromium.evaluate(f"{why}.open") is True
+    assert note.endswith(f"{scores['redundancy_why']} More: docs/tensorboard.md#redundant-heads")
     cells = {grid["family"]: grid["cells"] for grid in scores["grids"]}
     kind, drops = cells[score_family("reverse")], [cells[ablation_family(how, "token_acc")] for how in ABLATIONS]
     redundant = {layer: [head for head, score in enumerate(row) if score is not None and score >= 0.5

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import ROOT
 from tab_runs import XSS, fake_weights, write_run
 
 ROUTE = "/data/plugin/attention_lab"
@@ -331,6 +332,10 @@ def test_redundant_heads_are_named_with_the_docs_section(reverse_logdir):
                                    "look essential, yet removing any one alone costs at most 0.002 of token accuracy "
                                    "(removing the whole layer: 0.800): other heads do the same work.")
     assert reply["redundancy_docs"] == "docs/tensorboard.md#redundant-heads"
+    # the "Why?" says what the docs section says first (an offline snapshot links to no docs page)
+    section = (ROOT / "docs" / "tensorboard.md").read_text().split("### Redundant heads", 1)[1].replace("*", "")
+    first = reply["redundancy_why"].split(". ")[0]
+    assert first.startswith("A head score says what a head looks like") and " ".join(section.split()).startswith(first)
     earlier = get(client, "scores", run="reverse/tensorboard", step="100").get_json()  # no ablation yet: no line
     assert earlier["redundant"] == [] and earlier["redundancy"] is None
 

@@ -9,6 +9,13 @@ from __future__ import annotations
 from attention_lab.head_metrics import ABLATIONS, ablation_family, best_head, score_family
 
 REDUNDANT_HEADS_DOCS = "docs/tensorboard.md#redundant-heads"
+# What the redundancy line's "Why?" opens to, in the tab and in an offline snapshot (which can link to no docs page):
+# the first lines of that docs section.
+REDUNDANT_HEADS_WHY = ("A head score says what a head looks like; an ablation says whether the model needs it. When "
+                       "several heads do the same work, each stands in for the others: removing one costs nothing, "
+                       "removing the whole layer costs much. To find the heads that matter, read the whole layer's "
+                       "ablation (the all column), the patching grid where the task has a corruption, or train with "
+                       "fewer heads and compare.")
 LOOKS_ESSENTIAL = 0.5  # head score: at least half of the head's attention follows the task's pattern
 COSTS_NOTHING = 0.01  # token accuracy lost when the head alone is removed: at most one point in a hundred
 
@@ -82,9 +89,10 @@ def redundancy_line(heads: list[dict], kind: str) -> str | None:
 
 def annotate(grids: list[dict], maps_step: int | None, kind: str | None) -> dict:
     """The scores route's answer: the grids (paired with the maps' step when one is given), the head to open
-    on, and the redundancy line with the docs section that explains it."""
+    on, and the redundancy line with what explains it (its "Why?") and the docs section that says more."""
     if maps_step is not None:
         grids = pair_with_maps(grids, maps_step)
     heads = redundant_heads(grids, kind)
     return {"grids": grids, "focus": focus(grids, kind), "redundant": heads,
-            "redundancy": redundancy_line(heads, kind) if kind else None, "redundancy_docs": REDUNDANT_HEADS_DOCS}
+            "redundancy": redundancy_line(heads, kind) if kind else None, "redundancy_docs": REDUNDANT_HEADS_DOCS,
+            "redundancy_why": REDUNDANT_HEADS_WHY}

@@ -53,15 +53,21 @@ function scoreTable(grid, own) {
   return table;
 }
 
-// The line where scores and ablations disagree, naming the docs section that explains it. reply: what /scores returns.
+// The line where scores and ablations disagree, with a "Why?" that opens on the explanation in place (an offline
+// snapshot links to no docs page) and names the docs section that says more. reply: what /scores returns.
 function redundancyNote(reply) {
-  const note = document.createElement("p");
+  const note = document.createElement("div");
   note.className = "redundancy";
   note.setAttribute("role", "note");
+  const why = document.createElement("details");
+  why.className = "why";
+  const summary = document.createElement("summary");
+  summary.textContent = "Why?";
   const docs = document.createElement("code");
   docs.className = "docs-link";
   docs.textContent = reply.redundancy_docs;
-  note.append(reply.redundancy + " Why: ", docs);
+  why.append(summary, reply.redundancy_why + " More: ", docs);
+  note.append(reply.redundancy + " ", why);
   return note;
 }
 
