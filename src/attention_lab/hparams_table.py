@@ -28,13 +28,13 @@ from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 
 from attention_lab.config import Mask, Position
 from attention_lab.index_tags import is_index_tag
+from attention_lab.metrics_file import STEPS_TO_SOLVE
 
 if TYPE_CHECKING:
     from lightning.pytorch.loggers import TensorBoardLogger
 
 SEED = "seed"
 RUN = "run"  # the column of the run's name (its overrides): the Trial ID is its path, which the table cuts short
-STEPS_TO_SOLVE = "steps_to_solve"
 Value = bool | int | float | str
 
 

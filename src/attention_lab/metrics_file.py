@@ -19,6 +19,7 @@ from attention_lab.index_tags import is_index_tag
 
 SPLITS = ("val/", "ood/")  # the validation sets, in the console table's order
 HPARAMS = "hparams"
+STEPS_TO_SOLVE = "steps_to_solve"  # the first step at which the run was solved (null: never)
 
 
 def per_head(name: str) -> bool:

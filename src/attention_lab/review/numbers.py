@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-STEPS_TO_SOLVE = "steps_to_solve"  # metrics.json's first step at which the run was solved (null: never)
+from attention_lab.metrics_file import STEPS_TO_SOLVE
 
 
 def is_count(name: str) -> bool:

@@ -13,10 +13,11 @@ No torch import (the review tools read big sweeps quickly)."""
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
+
+from attention_lab.review.sweep import mean_std
 
 MIN_SEEDS = 2  # values a configuration needs before its seeds can separate it from another (a spread needs two)
 
@@ -37,7 +38,8 @@ def spread(values: Iterable[float]) -> Spread | None:
     finite = [float(v) for v in values if math.isfinite(v)]
     if not finite:
         return None
-    return Spread(statistics.fmean(finite), statistics.stdev(finite) if len(finite) > 1 else None, len(finite))
+    mean, std = mean_std(finite)
+    return Spread(mean, std, len(finite))
 
 
 def separated(a: Spread, b: Spread) -> bool:
