@@ -26,6 +26,7 @@ from typing import Any
 from attention_lab.data.tasks import task_head_score_kind
 from attention_lab.files import SAVED_CONFIG, UnreadableRecord, read_yaml_record
 from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_INDICES, MAX_LAYERS
+from attention_lab.tensorboard_plugin.sentence import inside
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class RunConfigs:
             status = path.stat()
         except (OSError, RuntimeError):  # missing, unreadable, or a loop of links
             return RunConfig()
-        if (path != root and root not in path.parents) or not stat.S_ISREG(status.st_mode):
+        if not inside(root, path) or not stat.S_ISREG(status.st_mode):
             return RunConfig()
         key = (status.st_size, status.st_mtime_ns)
         with self.lock:
