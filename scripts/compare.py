@@ -24,7 +24,7 @@ stopped at the step it solved the task (global_step == steps_to_solve), their fi
 the solve threshold and only steps_to_solve ranks them. A line under the tables says "best: ..." (its cells get
 a ★, its bar is green) or "no best: ... not separated by n seeds".
 
-With --metric head_score/<kind>/max (a kind of attention_lab.head_scores.HEAD_SCORE_KINDS), a column holds each run's
+With --metric head_score/<kind>/max (a kind of attention_lab.analysis.head_scores.HEAD_SCORE_KINDS), a column holds each run's
 highest score of that kind over all its layers and heads; --metric ablation/<how>/<metric>/layer<l>/<head<h>|all>
 ranks the runs by what switching that head off cost them (largest first).
 
@@ -71,7 +71,8 @@ link to a file elsewhere becomes a file of its own, and that file is left as it 
 import argparse
 import sys
 
-from attention_lab.review.cli import REVIEW_FAILURES, ReviewError, failed
+from attention_lab.errors import ReviewError
+from attention_lab.review.cli import REVIEW_FAILURES, failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,9 +98,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from rich.console import Console
 
+    from attention_lab.records.escape import console as printable
     from attention_lab.review.cli import output_dir, written, written_text
     from attention_lab.review.compare import folded_lines, rich_group_table, rich_table, show_groups, write_reports
-    from attention_lab.review.escape import console as printable
     from attention_lab.review.sweep import collect_sweep, seed_groups
     from attention_lab.review.verdict import rank
 
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             console.print(printable(verdict.line()), highlight=False, markup=False, soft_wrap=True)
         paths = write_reports(sweep, out)
         if args.heads:
-            from attention_lab.head_metrics import HEAD_SCORE_KINDS
+            from attention_lab.analysis.head_metrics import HEAD_SCORE_KINDS
             from attention_lab.review.heads_table import heads_markdown
 
             ranking = [kind.strip() for kind in args.heads.split(",")]

@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a job without metrics and without writes for this long is 'stale' (default 30)")
     args = parser.parse_args(argv)
 
+    from attention_lab.records.escape import console
     from attention_lab.review.cli import output_dir, written, written_text
-    from attention_lab.review.escape import console
     from attention_lab.review.lines import line_plot, series, to_markdown
     from attention_lab.review.sweep import collect_sweep
 

@@ -117,7 +117,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def screenshot(logdir: Path, out: Path, size: tuple[int, int], scratch: Path) -> None:
-    from attention_lab.headless_chromium import Chromium, find_chromium, wait_for
+    from attention_lab.tensorboard_plugin.headless_chromium import Chromium, find_chromium, wait_for
 
     executable = find_chromium()
     if executable is None:

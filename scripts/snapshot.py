@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.run is None:
         parser.error("a run dir is required: python scripts/snapshot.py <run dir>")
     setup_logging()
-    from attention_lab.review.escape import console
-    from attention_lab.review.snapshot import snapshot
+    from attention_lab.records.escape import console
+    from attention_lab.tensorboard_plugin.snapshot import snapshot
 
     try:
         result = snapshot(args.run, out=args.out)

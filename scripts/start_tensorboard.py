@@ -42,7 +42,7 @@ def tensorboard_argv(logdir: Path, flags: list[str]) -> list[str]:
 def newest_sweep(outputs: Path) -> Path | None:
     """The sweep dir under ``outputs`` whose record (Hydra's multirun.yaml) changed last; None when there is none.
     A sweep's own dirs are not searched further."""
-    from attention_lab.files import MULTIRUN_RECORD
+    from attention_lab.records.files import MULTIRUN_RECORD
 
     found: list[Path] = []
     for folder, dirs, files in os.walk(outputs):
@@ -54,7 +54,7 @@ def newest_sweep(outputs: Path) -> Path | None:
 
 def default_logdir(outputs: Path) -> tuple[Path, str]:
     """What a bare ``start_tensorboard.py`` opens, and the line that says so: the newest sweep, else ``outputs``."""
-    from attention_lab.commands import script_command
+    from attention_lab.records.commands import script_command
 
     sweep = newest_sweep(outputs)
     if sweep is None:

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.run is None:
         parser.error("a run dir is required: python scripts/visualize.py <run dir> --text \"...\"")
     setup_logging()
-    from attention_lab.review.escape import console
+    from attention_lab.records.escape import console
     from attention_lab.review.visualize import visualize
 
     try:  # path and --out errors come before the heavy imports

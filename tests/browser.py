@@ -1,4 +1,4 @@
-"""The page tests' browser (headless Chromium over the DevTools protocol: attention_lab.headless_chromium), and the
+"""The page tests' browser (headless Chromium over the DevTools protocol: attention_lab.tensorboard_plugin.headless_chromium), and the
 downloads of the pages' export links, clicked as a user clicks them and read back."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_lab.headless_chromium import Chromium, find_chromium
+from attention_lab.tensorboard_plugin.headless_chromium import Chromium, find_chromium
 
 __all__ = ["Chromium", "find_chromium", "require_chromium", "wait_for"]
 

@@ -23,7 +23,7 @@ def write_run(run_dir: Path, *, steps: list[int], words: list[str], layers: int 
     """``<run_dir>/tensorboard/<name>/events...``; returns the weights written at each step."""
     from torch.utils.tensorboard import SummaryWriter
 
-    from attention_lab.tensorboard_plugin.summary import WordLayout, probe_summary
+    from attention_lab.records.probe_summary import WordLayout, probe_summary
 
     writer = SummaryWriter(log_dir=str(run_dir / "tensorboard" / name))
     written = {}

@@ -7,10 +7,18 @@ import math
 import pytest
 import torch
 
-from attention_lab.ablation import ablate_heads, head_output_means, score
+from attention_lab.analysis.ablation import ablate_heads, head_output_means, score
+from attention_lab.analysis.head_metrics import (
+    ABLATION_METRICS,
+    ABLATIONS,
+    FAMILIES,
+    HeadMetric,
+    grid,
+    layer_values,
+    tag,
+)
+from attention_lab.analysis.head_scores import duplicate_token_score
 from attention_lab.checks import validate
-from attention_lab.head_metrics import ABLATION_METRICS, ABLATIONS, FAMILIES, HeadMetric, grid, layer_values, tag
-from attention_lab.head_scores import duplicate_token_score
 from conftest import compose_config
 
 

@@ -17,7 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torch.utils.data import TensorDataset
 
 from attention_lab.callbacks.attention_maps import AttentionMapLogger
-from attention_lab.plotting import HeatmapFigure, attention_figure, run_title
+from attention_lab.plotting.heatmaps import HeatmapFigure, attention_figure, run_title
 
 PROBE = ["Life", "is", "short", "eat", "dessert", "first"]
 LAYOUTS = {

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from attention_lab.errors import ConfigError
-from attention_lab.files import (
+from attention_lab.records.files import (
     MAX_RECORD_DEPTH,
     UnreadableRecord,
     read_json_record,

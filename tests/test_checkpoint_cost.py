@@ -1,5 +1,5 @@
 """What a checkpoint can make the review tools and the attention tab spend: each crafted file here is small, and is
-refused in one line before anything of the size it describes is allocated (attention_lab.model_bounds); a refused
+refused in one line before anything of the size it describes is allocated (attention_lab.records.model_bounds); a refused
 file is refused again without loading it, and keeps nothing; a word table holds a block of its rows at a time.
 Peak memory is measured as the process's resident peak (crafted_checkpoints.peak_growth)."""
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from attention_lab.review.cli import ReviewError
+from attention_lab.errors import ReviewError
 from crafted_checkpoints import (
     MB,
     genuine_weights,
@@ -31,7 +31,7 @@ SMALL_PEAK_MB = 40  # what refusing a crafted file may add to the process (the m
 
 
 def load(run_dir):
-    from attention_lab.review.maps import find_run, load_module
+    from attention_lab.records.trained_run import find_run, load_module
 
     return load_module(find_run(run_dir))
 
@@ -80,7 +80,7 @@ def test_an_archive_that_loads_larger_than_its_file_is_refused_before_loading(tm
     assert peak["mb"] < SMALL_PEAK_MB, f"refusing it added {peak['mb']:.0f} MB"
 
 
-# Each beyond one bound of attention_lab.model_bounds by one, in a model otherwise small enough to build in a moment.
+# Each beyond one bound of attention_lab.records.model_bounds by one, in a model otherwise small enough to build in a moment.
 BEYOND = {
     "model.layers": (model_config(d_model=4, num_heads=1, layers=257), 8),
     "model.num_heads": (model_config(d_model=260, num_heads=257 + 3), 8),
@@ -97,7 +97,7 @@ def test_a_dimension_beyond_its_bound_is_refused_naming_it(tmp_path, setting):
     vocab = vocabulary(words)
     write_checkpoint(tmp_path / "run", model, vocab, genuine_weights(model, vocab))
     line = refused(tmp_path / "run")
-    from attention_lab import model_bounds
+    from attention_lab.records import model_bounds
 
     assert f"declare {setting}=" in line and "more than the" in line, line
     limit = int(line.split("more than the ")[1].split()[0])
@@ -169,7 +169,7 @@ def test_a_refused_checkpoint_is_refused_again_without_loading_and_keeps_nothing
 
 def test_word_tables_hold_a_block_of_rows_at_a_time_and_equal_the_whole_product():
     """5,000 words: the whole vocab x vocab products took 400 MB; the tables are still those of the whole product,
-    computed here from the weights (not through attention_lab.circuits)."""
+    computed here from the weights (not through attention_lab.analysis.circuits)."""
     import torch
 
     from attention_lab.model import TrainedModel

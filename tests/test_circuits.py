@@ -1,4 +1,4 @@
-"""Weight-based circuits: composition and copying scores (attention_lab.circuits) and their callback."""
+"""Weight-based circuits: composition and copying scores (attention_lab.analysis.circuits) and their callback."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lab.circuits import circuit_scores, composition_score, copying_score, head_circuits
-from attention_lab.head_metrics import composition_tag, copying_tag
+from attention_lab.analysis.circuits import circuit_scores, composition_score, copying_score, head_circuits
+from attention_lab.analysis.head_metrics import composition_tag, copying_tag
 from conftest import compose_config
 
 

@@ -1,4 +1,4 @@
-"""How the lab writes a command for a person to paste (attention_lab.commands): `python` only where the shell's
+"""How the lab writes a command for a person to paste (attention_lab.records.commands): `python` only where the shell's
 PATH finds the running interpreter's bin dir, paths as a user types them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_lab.commands import SCRIPTS, interpreter, script_command, shown_path
+from attention_lab.records.commands import SCRIPTS, interpreter, script_command, shown_path
 from conftest import ROOT
 
 

@@ -13,7 +13,7 @@ import time
 import pytest
 from PIL import Image
 
-from attention_lab.review.cli import ReviewError
+from attention_lab.errors import ReviewError
 from attention_lab.review.compare import format_seconds, format_stat, show_groups, to_markdown
 from attention_lab.review.sweep import collect_sweep, load_summary, mean_std, seed_groups
 from attention_lab.review.verdict import rank

@@ -46,7 +46,7 @@ def docs_group_options() -> dict[str, list[str]]:
 def test_the_docs_groups_table_lists_every_group_with_every_option():
     from hydra import compose
 
-    from attention_lab.config_help import search_path_options, user_groups
+    from attention_lab.run.config_help import search_path_options, user_groups
     from attention_lab.run.overrides import hydra_compose_api
     from conftest import CONFIG_DIR
 

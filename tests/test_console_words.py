@@ -34,8 +34,8 @@ def built(overrides: list[str]) -> SequenceModel:
 # --- a hybrid stack, layer by layer ------------------------------------------------------------------------------
 
 def test_the_kv_cache_line_names_each_layers_cache_or_state():
+    from attention_lab.analysis.layer_memory import memory_line
     from attention_lab.attention import ATTENTION_REGISTRY
-    from attention_lab.layer_memory import memory_line
 
     d_model, heads, length = 48, 4, 16  # the defaults: d_model=48, heads=4, model.context_length=16
     state = ATTENTION_REGISTRY["gated_deltanet"].state_size(d_model, heads, length)  # what the variant declares
@@ -81,8 +81,8 @@ def test_a_run_without_a_head_above_layer_0_says_why_it_has_no_formation_step():
 
 def test_a_solved_run_that_trains_on_says_so_where_it_stops(tmp_path: Path):
     from attention_lab.callbacks.run_end_note import RunEndNote
+    from attention_lab.callbacks.signals import StopSignals
     from attention_lab.callbacks.steps_to_solve import StepsToSolve, StopWhenSolved
-    from attention_lab.run.signals import StopSignals
 
     solved = StepsToSolve()
     solved.step = 260
@@ -187,7 +187,7 @@ def test_metrics_json_opens_with_the_headline(tiny_trained_run: Path):
     keys = list(json.loads((tiny_trained_run / "metrics.json").read_text()))
     assert keys[:8] == ["val/loss", "val/token_acc", "val/seq_acc", "global_step", "params", "state_size",
                         "steps_to_solve", "hparams"]
-    from attention_lab.metrics_file import per_head
+    from attention_lab.records.metrics_file import per_head
 
     rest = keys[8:]
     index = [key for key in rest if key.startswith("val/loss_by_index/")]
@@ -196,7 +196,7 @@ def test_metrics_json_opens_with_the_headline(tiny_trained_run: Path):
 
 
 def test_the_order_puts_histories_last_and_indices_in_number_order():
-    from attention_lab.metrics_file import headline_first
+    from attention_lab.records.metrics_file import headline_first
 
     metrics = {"ablation/zero/loss/layer0/all": 0.1, "formation": {"step": [10]}, "val/loss_by_index/10": 1.0,
                "val/loss_by_index/2": 2.0, "hparams": {"heads": 4}, "formation_step": 30, "ood/loss": 0.5,
@@ -239,6 +239,6 @@ def test_the_images_dashboard_opens_on_the_attention_maps_and_grids_fill_its_car
 
 def test_a_grid_too_wide_for_the_card_keeps_the_lab_dpi():
     from attention_lab.callbacks.head_score_maps import grid_dpi
-    from attention_lab.plotting import DPI
+    from attention_lab.plotting.heatmaps import DPI
 
     assert grid_dpi(np.zeros((4, 16)).tolist()) == DPI

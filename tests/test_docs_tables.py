@@ -111,7 +111,7 @@ def test_the_capability_table_says_what_build_attention_accepts(generated):
 
 
 def test_the_head_score_table_lists_every_kind_once():
-    from attention_lab.head_scores import HEAD_SCORE_KINDS
+    from attention_lab.analysis.head_scores import HEAD_SCORE_KINDS
 
     rows = docs_table(ROOT / "docs" / "tensorboard.md", "kind")
     assert [re.match(r"\| `(\w+)`", row)[1] for row in rows] == list(HEAD_SCORE_KINDS)

@@ -223,7 +223,7 @@ def test_the_loss_by_index_downloads_as_svg_png_and_csv(chromium, tensorboard, d
 
 
 def test_the_offline_snapshot_shows_every_logged_step_without_the_network(chromium, run_dir, downloads, tmp_path):
-    from attention_lab.review.snapshot import snapshot
+    from attention_lab.tensorboard_plugin.snapshot import snapshot
 
     path, written = run_dir
     page = snapshot(path, out=str(tmp_path / "snapshot.html"))["path"]

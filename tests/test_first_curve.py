@@ -9,9 +9,9 @@ from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from attention_lab.files import tensorboard_dir
+from attention_lab.records.files import tensorboard_dir
+from attention_lab.records.run_names import NO_OVERRIDES, run_label
 from attention_lab.tensorboard_logger import CURVES, tensorboard_tag
-from attention_lab.tensorboard_plugin.run_names import NO_OVERRIDES, run_label
 from conftest import compose_config
 
 POINTS = 10  # before the run is solved, on every learning curve

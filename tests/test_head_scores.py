@@ -12,16 +12,16 @@ import torch
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from attention_lab.attention.hooks import capture
-from attention_lab.callbacks.head_score_maps import HeadScoreMaps, image_tag, score_image
-from attention_lab.head_metrics import score_grid
-from attention_lab.head_scores import (
+from attention_lab.analysis.head_metrics import score_grid
+from attention_lab.analysis.head_scores import (
     head_scores,
     induction_pattern,
     induction_score,
     previous_token_score,
     self_score,
 )
+from attention_lab.attention.hooks import capture
+from attention_lab.callbacks.head_score_maps import HeadScoreMaps, image_tag, score_image
 
 
 def one_hot_rows(keys: list[int], t: int) -> torch.Tensor:
@@ -92,7 +92,7 @@ def reverse_reference(weights: list, tokens: list[list[int]]) -> list[float]:
 
 
 def test_reverse_score_against_a_reference_by_definition():
-    from attention_lab.head_scores import reverse_score
+    from attention_lab.analysis.head_scores import reverse_score
 
     generator = torch.Generator().manual_seed(0)
     # Lengths 1..7 of 7, padding at the end, and one sequence with a pad inside (the mirror is among real tokens).
@@ -234,8 +234,8 @@ def test_the_module_logs_the_scores_of_the_first_validation_batch(tmp_path, mode
 def test_the_config_checks_know_every_kind():
     """checks.py stays torch-free and reads the kinds from head_scores (which imports no torch):
     optimized_metric=head_score/<kind>/... accepts exactly the kinds that are measured."""
+    from attention_lab.analysis.head_scores import DETECTORS
     from attention_lab.checks import HEAD_SCORE_KINDS
-    from attention_lab.head_scores import DETECTORS
 
     assert HEAD_SCORE_KINDS == tuple(DETECTORS)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attention_lab.head_metrics import PATCHING, ablation_family, score_family, tag
+from attention_lab.analysis.head_metrics import PATCHING, ablation_family, score_family, tag
 from attention_lab.review.heads_table import heads_markdown, ranked_rows
 from attention_lab.review.sweep import collect_sweep
 from test_compare import write_job

@@ -1,4 +1,4 @@
-"""`python scripts/train.py --help`: generated (attention_lab.config_help) from the schema and the config search path.
+"""`python scripts/train.py --help`: generated (attention_lab.run.config_help) from the schema and the config search path.
 Each group a user chooses with its options (the variants and tasks: their registries'), every top-level knob of the
 schema at its default with the meaning its field declares; nothing internal. The whole text comes from one process
 (what a user runs); the rest is checked in-process on the same function."""
@@ -17,12 +17,11 @@ from hydra import compose
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab import config_help
 from attention_lab.attention.declared import declared_variants
 from attention_lab.config import SCHEMA_SUFFIX, ModelConfig, TrainConfig, knob_names, typed
-from attention_lab.config_help import GROUPS, help_sections, search_path_options, user_groups
 from attention_lab.data.tasks import TASK_REGISTRY
-from attention_lab.run import cli
+from attention_lab.run import cli, config_help
+from attention_lab.run.config_help import GROUPS, help_sections, search_path_options, user_groups
 from attention_lab.run.overrides import hydra_compose_api
 from conftest import CONFIG_DIR, TRAIN, compose_config, run_script
 

@@ -12,7 +12,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
-from attention_lab.files import tensorboard_dir
+from attention_lab.records.files import tensorboard_dir
 from conftest import run_train
 
 # The HParams table is written when a run starts: a few steps, no images and no ablations (not looked at).

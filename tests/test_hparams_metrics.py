@@ -12,8 +12,8 @@ from tensorboard.plugins.custom_scalar import metadata as layout_metadata
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from attention_lab.callbacks.scalars_layout import CATEGORY
-from attention_lab.files import tensorboard_dir
-from attention_lab.hparams_table import hparams_metrics
+from attention_lab.records.files import tensorboard_dir
+from attention_lab.records.hparams_table import hparams_metrics
 from attention_lab.tensorboard_logger import tensorboard_tag
 from conftest import run_train
 

@@ -22,8 +22,9 @@ def chromium(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(chromium, request, tmp_path_factory):
+    from attention_lab.records.trained_run import find_run, load_module
     from attention_lab.review.html_view import write_html
-    from attention_lab.review.maps import compute_maps, find_run, load_module
+    from attention_lab.review.maps import compute_maps
 
     # Asked for here, after `chromium`: without a browser the (session-scoped) training is not run at all.
     tiny_trained_run = request.getfixturevalue("tiny_trained_run")

@@ -11,7 +11,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from attention_lab.ablation import ablate_heads
+from attention_lab.analysis.ablation import ablate_heads
 from attention_lab.attention import ATTENTION_REGISTRY
 from attention_lab.attention.hooks import capture
 from attention_lab.config import ModelConfig, typed

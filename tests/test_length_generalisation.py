@@ -10,13 +10,13 @@ import random
 import pytest
 import torch
 
+from attention_lab.analysis.index_tags import is_index_tag
 from attention_lab.checks import validate
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary, read_sentences
 from attention_lab.data.datamodule import SentenceTaskDataModule
 from attention_lab.data.tasks import build_task
 from attention_lab.errors import ConfigError
-from attention_lab.index_tags import is_index_tag
 from attention_lab.review.compare import to_markdown
 from attention_lab.review.sweep import collect_sweep
 from conftest import compose_config, validated_untrained

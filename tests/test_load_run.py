@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from attention_lab.errors import ReviewError
 from attention_lab.model import TrainedModel
-from attention_lab.review.cli import ReviewError
 from conftest import ROOT
 
 LIBRARY = ROOT / "docs" / "library.md"
@@ -99,7 +99,7 @@ def test_importing_the_package_imports_no_torch_until_load_run_is_used():
              "from attention_lab import load_run; print(load_run.__module__)")
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "attention_lab.trained_run"
+    assert done.stdout.strip() == "attention_lab.records.trained_run"
     with pytest.raises(AttributeError, match="no attribute 'load_runs'"):
         import attention_lab
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_lab.index_tags import by_index, index_tag, is_index_tag
-from attention_lab.loss_by_index import LossByIndex, late_minus_early, target_index
+from attention_lab.analysis.index_tags import by_index, index_tag, is_index_tag
+from attention_lab.analysis.loss_by_index import LossByIndex, late_minus_early, target_index
 from conftest import validated_untrained
 
 

@@ -1,7 +1,7 @@
 """The commands the lab prints for a person to paste run as printed, in the shell that started it.
 
 `make train` runs the venv's interpreter from a shell where, most often, no venv is active; the run's `next:` lines
-name the interpreter and scripts so that they work there (attention_lab.commands). The end-to-end test needs
+name the interpreter and scripts so that they work there (attention_lab.records.commands). The end-to-end test needs
 processes: make, the run it starts, and each command as a shell runs it."""
 
 from __future__ import annotations

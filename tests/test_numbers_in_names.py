@@ -8,8 +8,7 @@ import shutil
 
 import pytest
 
-from attention_lab.files import REFUSED, natural
-from attention_lab.head_metrics import (
+from attention_lab.analysis.head_metrics import (
     COMPOSITIONS,
     HEAD_SCORE_KINDS,
     HeadMetric,
@@ -19,7 +18,9 @@ from attention_lab.head_metrics import (
     parse_copying_tag,
     score_name,
 )
-from attention_lab.index_tags import index_tag, is_index_tag
+from attention_lab.analysis.index_tags import index_tag, is_index_tag
+from attention_lab.names import natural
+from attention_lab.records.files import REFUSED
 from attention_lab.review.sweep import natural_key
 from attention_lab.run.sweep_summary import job_number, summary_rows
 from test_compare import write_job

@@ -10,7 +10,9 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from attention_lab.ablation import head_output_name
+from attention_lab.analysis.ablation import head_output_name
+from attention_lab.analysis.head_metrics import PATCHING, tag
+from attention_lab.analysis.patching import corrupt_batch, patch_heads, restored
 from attention_lab.attention.functional import AttentionOutput
 from attention_lab.attention.hooks import capture, intervene, replace_heads
 from attention_lab.callbacks.activation_patching import ActivationPatching
@@ -18,8 +20,6 @@ from attention_lab.checks import validate
 from attention_lab.data.corpus import BOS_ID, PAD_ID
 from attention_lab.data.tasks import TASK_REGISTRY, build_task
 from attention_lab.errors import ConfigError
-from attention_lab.head_metrics import PATCHING, tag
-from attention_lab.patching import corrupt_batch, patch_heads, restored
 from conftest import compose_config
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attention_lab.analysis.head_scores import BATCH_KINDS, HEAD_SCORE_KINDS, PROBE_KINDS, head_scores
+from attention_lab.analysis.prefix_matching import PROBE_ROWS, repeated_random_words
 from attention_lab.attention.hooks import capture
-from attention_lab.head_scores import BATCH_KINDS, HEAD_SCORE_KINDS, PROBE_KINDS, head_scores
-from attention_lab.prefix_matching import PROBE_ROWS, repeated_random_words
 from conftest import validated_untrained
 
 VOCAB = ["<pad>", "<unk>", "<bos>", *(f"w{i}" for i in range(20))]

@@ -99,7 +99,7 @@ def test_a_trained_run_logs_its_tasks_probe(tmp_path):
     """An induction run's attention tab holds the repeated sequence, and visualize.py shows it without text=."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from attention_lab.tensorboard_plugin.summary import PROBE_TAG, WordLayout
+    from attention_lab.records.probe_summary import PROBE_TAG, WordLayout
 
     run = tmp_path / "run"
     run_train(run, "task=induction", "mask=causal", "max_steps=3", "task.train_size=128", "task.val_size=32",

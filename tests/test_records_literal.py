@@ -152,7 +152,7 @@ def test_a_record_moves_no_write_location(tmp_path, outside, name):
 @pytest.mark.parametrize("name", sorted(ESCAPES))
 def test_every_run_writes_only_into_its_own_dir(tmp_path, outside, name):
     """Checked on the built loggers and callbacks, before training: a fresh run's own settings too."""
-    from attention_lab.run.signals import StopSignals
+    from attention_lab.callbacks.signals import StopSignals
     from attention_lab.train import RunContext, train
 
     setting, overrides = escape(name, outside)

@@ -200,7 +200,7 @@ def test_quick_double_ctrl_c_is_recorded(tmp_path):
 CTRL_C_AS_THE_ARCHIVE_ENDS = """
 import gc, signal, sys
 import torch
-from attention_lab.checkpoints import AtomicCheckpointIO
+from attention_lab.records.checkpoints import AtomicCheckpointIO
 
 def ctrl_c_as_the_archive_ends(frame, event, arg):
     if event == "call" and frame.f_code.co_name == "__exit__" and frame.f_code.co_filename == torch.serialization.__file__:
@@ -234,7 +234,7 @@ def logged_tags(run_dir: Path) -> set[str]:
     """The scalar tags in a run's TensorBoard events."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from attention_lab.files import tensorboard_dir
+    from attention_lab.records.files import tensorboard_dir
 
     return set(EventAccumulator(str(tensorboard_dir(run_dir))).Reload().Tags()["scalars"])
 
@@ -289,7 +289,7 @@ def test_sigterm_while_the_data_is_built_stops_the_run_before_the_model_exists(t
 # --- no half-written checkpoints -------------------------------------------------------------------------------
 
 def test_checkpoint_write_on_a_full_disk_keeps_the_previous_one(small_filesystem):
-    from attention_lab.checkpoints import AtomicCheckpointIO, load_checkpoint
+    from attention_lab.records.checkpoints import AtomicCheckpointIO, load_checkpoint
 
     path = small_filesystem / "last.ckpt"
     io = AtomicCheckpointIO()

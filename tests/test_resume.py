@@ -25,7 +25,7 @@ def tensorboard_steps(run_dir: Path, metric: str = "train/loss") -> list[list[in
     order."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-    from attention_lab.files import tensorboard_dir
+    from attention_lab.records.files import tensorboard_dir
     from attention_lab.tensorboard_logger import tensorboard_tag
 
     tag = tensorboard_tag(metric)

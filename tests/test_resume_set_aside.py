@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_lab.commands import script_command
+from attention_lab.records.commands import script_command
 from conftest import QUIET, ROOT, TRAIN, run_train_following_exec, script_env
 from test_records_are_data import copy_of
 

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from attention_lab.review.cli import ReviewError
+from attention_lab.errors import ReviewError
 from attention_lab.review.compare import write_reports
 from attention_lab.review.sweep import collect_sweep
 from attention_lab.review.visualize import visualize

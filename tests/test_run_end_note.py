@@ -8,7 +8,7 @@ from pathlib import Path
 
 from attention_lab.callbacks.run_end_note import shown_path
 from attention_lab.data.probe import EXAMPLE_TEXT
-from attention_lab.run.sweep_summary import ATTENTION_TAB, tensorboard_command, visualize_command
+from attention_lab.records.commands import ATTENTION_TAB, tensorboard_command, visualize_command
 from conftest import run_train
 
 TINY = ["task.train_size=256", "task.val_size=64", "trainer.val_check_interval=3", "~callbacks.attention_maps",
@@ -25,7 +25,7 @@ def closing_lines(out: str) -> list[str]:
 
 def assert_next_commands(note: list[str], run_dir: Path) -> None:
     commands = "\n".join(note[1:])
-    assert tensorboard_command(run_dir) in commands and visualize_command(run_dir) in commands, note
+    assert tensorboard_command(run_dir) in commands and visualize_command(run_dir, EXAMPLE_TEXT) in commands, note
 
 
 def test_max_steps_reached(tmp_path: Path):
@@ -66,8 +66,8 @@ def test_the_final_table_shows_steps_as_whole_numbers_and_says_when_none_came():
 
 def test_the_induction_note_suggests_a_sentence_with_a_repeat(tmp_path: Path):
     from attention_lab.callbacks.run_end_note import RunEndNote
+    from attention_lab.callbacks.signals import StopSignals
     from attention_lab.data.probe import example_text
-    from attention_lab.run.signals import StopSignals
 
     words = example_text("induction").split()
     half = len(words) // 2

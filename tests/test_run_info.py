@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
+from attention_lab.records.run_record import ENDED_WITHOUT_RESULT, MalformedRunInfo, RunInfo, RunStatus, parse
 from attention_lab.review.sweep import collect_sweep
-from attention_lab.run.run_info import ENDED_WITHOUT_RESULT, MalformedRunInfo, RunInfo, RunStatus, parse
 from attention_lab.run.sweep_resume import JobAction, job_plan
 from attention_lab.run.sweep_summary import write_summary
 

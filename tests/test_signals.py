@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from attention_lab.run.signals import StopSignals
+from attention_lab.callbacks.signals import StopSignals
 
 pytestmark = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                                 reason="signals reach only the main thread")

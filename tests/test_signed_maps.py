@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention_lab.plotting import HeatmapFigure, weight_label
+from attention_lab.plotting.colour_scale import UNIT_SCALE, colour_scale
+from attention_lab.plotting.heatmaps import HeatmapFigure, weight_label
 from attention_lab.review.attention_maps import AttentionMaps
-from attention_lab.review.colour_scale import UNIT_SCALE, colour_scale
 from attention_lab.review.grid import grid_figure
 
 WORDS = ["a", "b", "c"]

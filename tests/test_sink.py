@@ -12,6 +12,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from attention_lab.analysis.head_scores import head_scores
 from attention_lab.attention import AttentionArgumentError, build_attention
 from attention_lab.attention.hooks import capture, intervene, zero_heads
 from attention_lab.attention.linear import LinearAttention
@@ -22,7 +23,6 @@ from attention_lab.data.datamodule import SentenceTaskDataModule
 from attention_lab.data.probe import with_first_token
 from attention_lab.data.tasks import TASK_REGISTRY, build_task
 from attention_lab.errors import ConfigError
-from attention_lab.head_scores import head_scores
 from conftest import compose_config, run_train
 from test_attention_reference import assert_close
 

@@ -14,9 +14,9 @@ import re
 import numpy as np
 import pytest
 
-from attention_lab.review.bundle import BundleError, bundle
-from attention_lab.review.cli import ReviewError
-from attention_lab.review.snapshot import snapshot
+from attention_lab.errors import ReviewError
+from attention_lab.tensorboard_plugin.bundle import BundleError, bundle
+from attention_lab.tensorboard_plugin.snapshot import snapshot
 from conftest import ROOT, run_script
 from tab_runs import XSS, write_run
 
@@ -77,7 +77,7 @@ def test_the_page_holds_every_logged_step_and_its_scores(run_dir):
 
 
 def test_a_run_beyond_what_a_snapshot_holds_is_refused(run_dir, monkeypatch):
-    import attention_lab.review.snapshot as module
+    import attention_lab.tensorboard_plugin.snapshot as module
 
     path, written = run_dir
     monkeypatch.setattr(module, "MAX_SNAPSHOT_WEIGHTS", sum(w.size for w in written.values()) - 1)
@@ -88,7 +88,7 @@ def test_a_run_beyond_what_a_snapshot_holds_is_refused(run_dir, monkeypatch):
 
 
 def test_each_module_is_bundled_once_after_what_it_imports(tmp_path):
-    from attention_lab.review.snapshot import tab_modules
+    from attention_lab.tensorboard_plugin.snapshot import tab_modules
 
     code = tab_modules()
     names = re.findall(r"^// (\S+\.js)$", code, re.MULTILINE)

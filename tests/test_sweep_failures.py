@@ -11,7 +11,7 @@ import json
 
 import torch
 
-from attention_lab.commands import script_command
+from attention_lab.records.commands import script_command
 from conftest import ROOT, run_train
 
 SMALL = ["max_steps=4", "task.train_size=128", "task.val_size=32", "~callbacks.attention_maps",

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from attention_lab.commands import script_command
 from attention_lab.errors import ConfigError
+from attention_lab.records.commands import script_command
 from attention_lab.run.overrides import hydra_compose_api
 from attention_lab.run.sweep_jobs import fold_jobs, planned_jobs, sweep_job_configs
 from conftest import CONFIG_DIR, QUIET, TRAIN, check_command_line, run_in_process

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_lab.commands import script_command
+from attention_lab.records.commands import script_command
 from conftest import ROOT, TRAIN, run_in_process, run_script, run_train_following_exec, script_env, wait_until
 from test_sweep_resume import error_lines, refused_resume, snapshot, summary
 

@@ -29,7 +29,7 @@ def save_config(run_dir: Path, overrides: list[str]) -> None:
     """The run's composed config, saved as Hydra saves it (unresolved: ``model.layers: ${layers}``)."""
     from omegaconf import OmegaConf
 
-    from attention_lab.files import SAVED_CONFIG
+    from attention_lab.records.files import SAVED_CONFIG
 
     (run_dir / SAVED_CONFIG).parent.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(compose_config(overrides), run_dir / SAVED_CONFIG)
@@ -144,7 +144,7 @@ def test_loss_by_index_over_many_steps_is_bounded(tmp_path):
 def test_the_config_is_read_once_and_a_changed_one_again(tmp_path, caplog):
     """An unreadable config (here larger than the bounded reader's 1 MiB) is read and warned about once, however
     many requests of either route ask; a rewritten config is read again."""
-    from attention_lab.files import SAVED_CONFIG
+    from attention_lab.records.files import SAVED_CONFIG
 
     write_run(tmp_path / "run", steps=[10], words=["Life"], layers=1, heads=1, scalars=INSIDE, name="")
     config = tmp_path / "run" / SAVED_CONFIG
@@ -165,7 +165,7 @@ def test_a_task_the_lab_never_writes_is_no_task(tmp_path):
     scores still answer), not a failed request."""
     import yaml
 
-    from attention_lab.files import SAVED_CONFIG
+    from attention_lab.records.files import SAVED_CONFIG
 
     write_run(tmp_path / "run", steps=[10], words=["Life"], layers=1, heads=1, scalars=INSIDE, name="")
     (tmp_path / "run" / SAVED_CONFIG).parent.mkdir(parents=True)
@@ -193,8 +193,8 @@ def test_a_snapshot_is_refused_when_its_records_pass_the_byte_bound(tmp_path, mo
     """Score tags of layer 63 and head 63 make each step's grid 64 x 64 (some 25 KB of JSON): at 300 steps the
     page would hold some 8 MB. The bound (here 1 MiB, to keep the test short) refuses it after a few dozen steps'
     parts, before the page is built; what remains is TensorBoard's reading of the file (a read buffer of 16 MiB)."""
-    import attention_lab.review.snapshot as module
-    from attention_lab.review.cli import ReviewError
+    import attention_lab.tensorboard_plugin.snapshot as module
+    from attention_lab.errors import ReviewError
 
     path = tmp_path / "runs" / "2026-11-26" / "10-00-00"
     write_run(path, steps=list(range(0, 3000, 10)), words=["Life"], layers=1, heads=1, name="",
@@ -212,8 +212,8 @@ def test_the_probes_weights_are_counted_before_their_arrays(tmp_path):
     """100 probe records of a few hundred bytes each that declare 512 x 512 weights (one value fills any shape): 26
     million weights, 52 MB of arrays had they been built. Refused from the declared sizes: what remains is
     TensorBoard's reading of the file (a read buffer of 16 MiB)."""
-    from attention_lab.review.cli import ReviewError
-    from attention_lab.review.snapshot import MAX_SNAPSHOT_WEIGHTS, snapshot
+    from attention_lab.errors import ReviewError
+    from attention_lab.tensorboard_plugin.snapshot import MAX_SNAPSHOT_WEIGHTS, snapshot
 
     path = tmp_path / "runs" / "2026-11-26" / "10-00-00"
     write_probes(path, ["w"], one_value((1, 1, 512, 512)), steps=range(100))
@@ -236,7 +236,7 @@ def write_probes(run_dir: Path, words: list[str], tensor, steps) -> None:
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-    from attention_lab.tensorboard_plugin.summary import PROBE_TAG, WordLayout, summary_metadata
+    from attention_lab.records.probe_summary import PROBE_TAG, WordLayout, summary_metadata
 
     writer = EventFileWriter(str(run_dir / "tensorboard"), filename_suffix=".attention")
     for step in steps:
@@ -255,7 +255,7 @@ def script_main(name: str):
     return module.main
 
 
-WORK = {"snapshot": ("attention_lab.review.snapshot", "snapshot"), "visualize": ("attention_lab.review.visualize", "visualize"),
+WORK = {"snapshot": ("attention_lab.tensorboard_plugin.snapshot", "snapshot"), "visualize": ("attention_lab.review.visualize", "visualize"),
         "compare": ("attention_lab.review.sweep", "collect_sweep"), "plot_sweep": ("attention_lab.review.sweep", "collect_sweep")}
 
 

@@ -19,7 +19,7 @@ PROBE = "Life is short eat dessert first"  # the reverse task's probe: the tiny 
 def trained(tiny_trained_run, tmp_path_factory):
     """(client, run name, module) over the shared trained run (2 layers x 4 heads, task reverse), beside a run
     with maps and no checkpoint."""
-    from attention_lab.review.maps import find_run, load_module
+    from attention_lab.records.trained_run import find_run, load_module
 
     root = tmp_path_factory.mktemp("tab_examples")
     shutil.copytree(tiny_trained_run, root / "good")

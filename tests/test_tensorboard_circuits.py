@@ -1,6 +1,6 @@
 """The attention tab's circuit views: the logged composition, copying, patching and loss-by-index scalars as the
 circuits route serves them, and the checkpoint's word tables, direct logit attribution and typed-pair patching,
-each checked against a computation written here from the model's weights (not through attention_lab.circuits)."""
+each checked against a computation written here from the model's weights (not through attention_lab.analysis.circuits)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_a_run_without_circuits_answers_empty_and_errors_are_one_line(logged_cli
 @pytest.fixture(scope="module")
 def trained(tiny_trained_run, tmp_path_factory):
     """(client, run name, module) over the shared trained run (2 layers x 4 heads, task reverse)."""
-    from attention_lab.review.maps import find_run, load_module
+    from attention_lab.records.trained_run import find_run, load_module
 
     root = tmp_path_factory.mktemp("circuits_trained")
     shutil.copytree(tiny_trained_run, root / "good")
@@ -247,7 +247,7 @@ def test_patching_measured_once_at_the_end_is_read_too(tmp_path):
     write_end_values), not as TensorBoard scalars: the circuits route reads both."""
     from torch.utils.tensorboard import SummaryWriter
 
-    from attention_lab.tensorboard_plugin.summary import end_values_summary
+    from attention_lab.records.probe_summary import end_values_summary
 
     write_run(tmp_path / "run", steps=[100], words=WORDS, name="")
     writer = SummaryWriter(log_dir=str(tmp_path / "run" / "tensorboard"))

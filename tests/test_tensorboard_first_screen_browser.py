@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_lab.head_metrics import ABLATIONS, ablation_family, score_family
+from attention_lab.analysis.head_metrics import ABLATIONS, ablation_family, score_family
 from attention_lab.tensorboard_logger import tensorboard_tag
 from browser import Chromium, require_chromium, wait_for
 from tb_server import serve

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import IMAGES, EventAccumulator
 
-from attention_lab.commands import script_command
-from attention_lab.files import tensorboard_dir
+from attention_lab.records.commands import script_command
+from attention_lab.records.files import tensorboard_dir
 from conftest import ROOT, run_script, run_train
 from tab_runs import write_run
 from tb_server import TensorBoard, serve

@@ -12,13 +12,14 @@ from tensorboard import context
 from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from attention_lab.analysis.head_metrics import HeadMetric
 from attention_lab.callbacks.log_schedule import logged_steps
-from attention_lab.files import tensorboard_dir
-from attention_lab.head_metrics import HeadMetric
+from attention_lab.records.files import tensorboard_dir
+from attention_lab.records.probe_summary import PROBE_TAG
+from attention_lab.records.run_names import PLUGIN_NAME
 from attention_lab.tensorboard_logger import LEARNING_CURVES, SECTION, tensorboard_tag
 from attention_lab.tensorboard_plugin.declared import DeclaredSizes
 from attention_lab.tensorboard_plugin.run_data import Source
-from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME, PROBE_TAG
 from conftest import run_train
 
 MAX_STEPS, EVERY = 24, 1  # the probe at steps 1..20, then every 2 steps

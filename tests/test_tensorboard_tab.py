@@ -164,7 +164,8 @@ def run_name(client, prefix: str) -> str:
 
 
 def test_sentence_through_the_checkpoint(trained_logdir):
-    from attention_lab.review.maps import compute_maps, find_run, load_module
+    from attention_lab.records.trained_run import find_run, load_module
+    from attention_lab.review.maps import compute_maps
 
     client = client_for(trained_logdir)
     run = run_name(client, "good/")
@@ -185,7 +186,7 @@ def test_sentence_through_the_checkpoint(trained_logdir):
 def test_a_failed_warm_up_is_one_warning_and_leaves_the_requests_to_say_why(monkeypatch, caplog):
     """The warm-up builds a model as well as importing: a failure there is a line in TensorBoard's log, not a
     thread's traceback."""
-    import attention_lab.model_bounds as model_bounds
+    import attention_lab.records.model_bounds as model_bounds
     from attention_lab.tensorboard_plugin.sentence import import_model_code
 
     def fail(model: dict, vocab_size: int) -> int:
@@ -244,7 +245,7 @@ def test_the_callback_records_the_modules_attention(tmp_path, variant):
 
 def test_the_cost_script_counts_the_tabs_bytes(tmp_path):
     """scripts/benchmarks/attention_tab.py: the bytes of the tab's records, apart from everything else."""
-    from attention_lab.tensorboard_plugin.summary import WordLayout, probe_summary
+    from attention_lab.records.probe_summary import WordLayout, probe_summary
     from test_benchmark import harness
 
     write_run(tmp_path / "run", steps=[0, 50], words=WORDS, scalars=SCORES)
@@ -262,7 +263,7 @@ def write_config(run_dir: Path, task: dict) -> None:
     """The run's saved config, as Hydra saves it (only the task: what the tab reads)."""
     from omegaconf import OmegaConf
 
-    from attention_lab.files import SAVED_CONFIG
+    from attention_lab.records.files import SAVED_CONFIG
 
     (run_dir / SAVED_CONFIG).parent.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(OmegaConf.create({"task": task}), run_dir / SAVED_CONFIG)
@@ -284,7 +285,7 @@ def test_runs_newest_first_named_by_their_overrides(tmp_path):
 @pytest.mark.parametrize(("run", "label"), [("runs/d/t/tensorboard/model=cross,heads=2", "model=cross,heads=2 · runs/d/t"),
                                             ("tensorboard/heads=3", "heads=3"), (".", "."), ("some/dir", "some/dir")])
 def test_run_label(run, label):
-    from attention_lab.tensorboard_plugin.run_names import run_label
+    from attention_lab.records.run_names import run_label
 
     assert run_label(run) == label
 
@@ -351,8 +352,8 @@ def test_a_value_that_rounds_to_zero_prints_as_zero():
 def test_every_tasks_kind_is_a_head_score_kind():
     from omegaconf import OmegaConf
 
+    from attention_lab.analysis.head_scores import HEAD_SCORE_KINDS
     from attention_lab.data.tasks import TASK_REGISTRY, task_head_score_kind
-    from attention_lab.head_scores import HEAD_SCORE_KINDS
 
     kinds = {name: task_head_score_kind(OmegaConf.create({"name": name})) for name in TASK_REGISTRY}
     assert {kind for kind in kinds.values() if kind is not None} <= set(HEAD_SCORE_KINDS)
@@ -363,7 +364,7 @@ def test_every_tasks_kind_is_a_head_score_kind():
 
 
 def test_best_head_skips_missing_cells():
-    from attention_lab.head_metrics import best_head
+    from attention_lab.analysis.head_metrics import best_head
 
     assert best_head([[0.2, None], [float("nan"), 0.7], [0.7, 0.1]]) == (1, 1)  # the first on a tie
     assert best_head([[None, float("nan")]]) is None

@@ -29,7 +29,7 @@ def good_logdir(tiny_trained_run, tmp_path_factory) -> Path:
 
 def test_concurrent_sentences_each_get_their_own_maps(good_logdir):
     """Each answer is compared with the answer to the same sentence asked alone."""
-    from attention_lab.review.maps import find_run, load_module
+    from attention_lab.records.trained_run import find_run, load_module
 
     client = client_for(good_logdir)
     run = run_name(client, "good/")
@@ -83,7 +83,7 @@ def write_probe(run_dir: Path, words: list[str], tensor) -> Path:
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-    from attention_lab.tensorboard_plugin.summary import PROBE_TAG, WordLayout, summary_metadata
+    from attention_lab.records.probe_summary import PROBE_TAG, WordLayout, summary_metadata
 
     folder = run_dir / "tensorboard" / "version_0"
     writer = EventFileWriter(str(folder), filename_suffix=".attention")
@@ -158,7 +158,7 @@ def test_a_scores_tag_of_a_far_layer_makes_no_grid(tmp_path):
 
 
 def test_a_string_tensor_is_refused_as_a_record():
-    from attention_lab.tensorboard_plugin.summary import RecordError, WordLayout, check_weights
+    from attention_lab.records.probe_summary import RecordError, WordLayout, check_weights
 
     with pytest.raises(RecordError, match="not of numbers"):
         check_weights(np.array([b"x"], dtype=object).reshape(1, 1, 1, 1), WordLayout(["x"], ["x"]))

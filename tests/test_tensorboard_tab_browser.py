@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from attention_lab.head_metrics import FAMILIES
+from attention_lab.analysis.head_metrics import FAMILIES
 from browser import Chromium, require_chromium, wait_for
 from tab_runs import XSS, write_run
 from tb_server import serve
@@ -108,7 +108,7 @@ def test_maps_render_for_two_runs_side_by_side(chromium, tensorboard):
         assert weights == pytest.approx([w for row in data["weights"][layer][head] for w in row], abs=1e-6)
     fills = chromium.evaluate(f"new Set([...{panel(0)}.querySelectorAll('rect.cell')].map(r => r.getAttribute('fill'))).size")
     assert fills > 20  # drawn in many colours, not blank
-    # every head score and both ablations of the final validation (attention_lab.head_metrics); reverse has no
+    # every head score and both ablations of the final validation (attention_lab.analysis.head_metrics); reverse has no
     # corruption to patch
     assert chromium.evaluate(f"{panel(0)}.querySelectorAll('table.score-grid').length") == len(FAMILIES) - 2
     no_dialogs_or_images(chromium)

@@ -13,11 +13,11 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
+from attention_lab.analysis.head_scores import HEAD_SCORE_KINDS
 from attention_lab.callbacks.head_score_maps import image_tag
 from attention_lab.callbacks.steps_to_solve import SOLVED
 from attention_lab.config import register_configs
-from attention_lab.files import tensorboard_dir
-from attention_lab.head_scores import HEAD_SCORE_KINDS
+from attention_lab.records.files import tensorboard_dir
 from attention_lab.tensorboard_logger import tensorboard_tag
 from conftest import SINGLE_THREAD_ENV, SOLVED_RUN_MAX_STEPS, compose_config, run_train, run_train_process
 

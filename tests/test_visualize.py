@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention_lab.commands import script_command
-from attention_lab.review.cli import ReviewError
+from attention_lab.data.probe import EXAMPLE_TEXT
+from attention_lab.errors import ReviewError
+from attention_lab.records.commands import script_command, visualize_command
+from attention_lab.records.trained_run import find_run, load_module
 from attention_lab.review.grid import DPI, grid_figsize, grid_figure
-from attention_lab.review.maps import compute_maps, find_run, load_module, prepare_words
+from attention_lab.review.maps import compute_maps, prepare_words
 from attention_lab.review.visualize import unique_stem, visualize
-from attention_lab.run.sweep_summary import visualize_command
 from conftest import ROOT, logger_states, run_in_process, run_script, script_env, unwritable_out
 
 VISUALIZE = ROOT / "scripts" / "visualize.py"
@@ -39,7 +40,7 @@ def test_the_run_is_an_argument_and_the_text_an_option(tmp_path):
     in one line, and the command other messages print is one that parses."""
     command = visualize_command(tmp_path / "a run", "Hello there, world")
     assert command == f"{script_command('visualize.py')} '{tmp_path / 'a run'}' --text 'Hello there, world'"
-    shown = shlex.split(visualize_command(tmp_path))  # what the end-of-run note prints parses as the script's grammar
+    shown = shlex.split(visualize_command(tmp_path, EXAMPLE_TEXT))  # what the end-of-run note prints parses as the script's grammar
     assert shown[2:] == [str(tmp_path), "--text", "Your journey starts with one step"]
     for args, fragment in ((["run=a/b", "text=hello"], "give the run dir as it is and the sentence as --text"),
                            (["a/b", "--txt", "hello"], "unrecognized arguments"),
@@ -180,7 +181,7 @@ def test_visualize_script_writes_png_html_and_tensorboard(tiny_trained_run, tmp_
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from attention_lab.files import tensorboard_dir
+    from attention_lab.records.files import tensorboard_dir
 
     events = EventAccumulator(str(tensorboard_dir(run)), size_guidance={"images": 0})
     events.Reload()
@@ -281,7 +282,7 @@ def test_description_names_the_run_settings(module_and_files):
     """The line under the maps' title: the model's settings (the checkpoint's hparams) and the task."""
     from omegaconf import OmegaConf
 
-    from attention_lab.review.maps import describe_run
+    from attention_lab.records.trained_run import describe_run
 
     module, files, _ = module_and_files
     cfg = OmegaConf.load(files.run_dir / ".hydra" / "config.yaml")
@@ -295,8 +296,8 @@ def test_the_head_view_opens_on_the_head_scoring_highest_on_the_tasks_kind(tmp_p
     """As the attention tab opens: the task's kind (reverse) decides, from the final validation in metrics.json."""
     from omegaconf import OmegaConf
 
+    from attention_lab.records.trained_run import RunFiles
     from attention_lab.review.html_view import render_html
-    from attention_lab.review.maps import RunFiles
     from attention_lab.review.visualize import opening_head
 
     metrics = {"head_score/reverse/layer0/head1": 0.4, "head_score/reverse/layer1/head2": 0.97,
@@ -322,7 +323,7 @@ def two_word_maps():
 
 
 def test_visualize_opens_on_the_runs_best_reverse_head(tiny_trained_run, tmp_path):
-    from attention_lab.head_metrics import best_head, score_grid
+    from attention_lab.analysis.head_metrics import best_head, score_grid
 
     result = visualize(tiny_trained_run, "Life is short", out=tmp_path)
     grid = score_grid(json.loads((tiny_trained_run / "metrics.json").read_text()), "reverse")

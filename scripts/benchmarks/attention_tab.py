@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-from attention_lab.tensorboard_plugin.summary import PROBE_TAG, WordLayout, probe_summary
+from attention_lab.records.probe_summary import PROBE_TAG, WordLayout, probe_summary
 
 TFRECORD_FRAMING = 16  # length (8), its CRC (4) and the data's CRC (4) around each event
 SENTENCES = 30
@@ -104,7 +104,7 @@ def main() -> None:
     import torch
 
     from attention_lab.data.corpus import tokenize
-    from attention_lab.review.maps import find_run, load_module
+    from attention_lab.records.trained_run import find_run, load_module
     from attention_lab.review.visualize import run_probe
 
     torch.set_num_threads(1)  # as a training run (the threads knob) and the tab's sentence model

@@ -26,9 +26,9 @@ def main() -> None:
     import torch
     from hydra.utils import instantiate
 
-    from attention_lab.ablation import ablate_heads, score
+    from attention_lab.analysis.ablation import ablate_heads, score
+    from attention_lab.analysis.patching import patch_heads
     from attention_lab.data.tasks import build_task
-    from attention_lab.patching import patch_heads
     from benchmarks.compose import compose_train_config
     from benchmarks.validation_metrics import best_of
 

@@ -35,11 +35,11 @@ def component_times(cfg: Any, repeats: int) -> dict[str, float]:
     import torch.nn.functional as F
     from hydra.utils import instantiate
 
-    from attention_lab.ablation import score
-    from attention_lab.circuits import circuit_scores, head_circuits
+    from attention_lab.analysis.ablation import score
+    from attention_lab.analysis.circuits import circuit_scores, head_circuits
+    from attention_lab.analysis.head_scores import PROBE_KINDS, head_scores
+    from attention_lab.analysis.loss_by_index import LossByIndex
     from attention_lab.data.corpus import PAD_ID
-    from attention_lab.head_scores import PROBE_KINDS, head_scores
-    from attention_lab.loss_by_index import LossByIndex
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 
 # What `import attention_lab` offers, imported when first used: importing the package stays cheap (no torch), as
 # every script's start and every config check imports it.
-LAZY = {"load_run": "attention_lab.trained_run"}
+LAZY = {"load_run": "attention_lab.records.trained_run"}
 __all__ = ["__version__", *LAZY]
 
 

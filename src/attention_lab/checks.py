@@ -15,6 +15,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from attention_lab.analysis.head_metrics import (
+    ABLATION_METRICS,
+    ABLATIONS,
+    ENTROPY,
+    HEAD_SCORE_KINDS,
+    PATCHING,
+    HeadMetric,
+)
 from attention_lab.attention.arguments import (
     CAUSAL_ONLY_REASON,
     accepts_bidirectional,
@@ -37,9 +45,8 @@ from attention_lab.config import ALL_MASKS, Mask, Position, TaskConfig, block_he
 from attention_lab.data.corpus import tokenize
 from attention_lab.data.tasks import build_task
 from attention_lab.data.tasks.base import TASK_REGISTRY, check_ood_range, option_hint
-from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
-from attention_lab.head_metrics import ABLATION_METRICS, ABLATIONS, ENTROPY, HEAD_SCORE_KINDS, PATCHING, HeadMetric
+from attention_lab.names import did_you_mean
 from attention_lab.trainer_rules import check_trainer_names
 
 VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what the final validation measures

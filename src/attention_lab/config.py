@@ -52,7 +52,7 @@ def typed(schema: type, values: Any) -> Any:
 
 def knob(default: Any = MISSING, *, help: str, more: str = "", sets: str | None = None) -> Any:
     """A top-level knob of :class:`TrainConfig`, its meaning kept with it: ``help`` is the one line ``--help`` shows,
-    ``more`` what docs/configuration.md's table adds (:mod:`attention_lab.config_help` writes the help,
+    ``more`` what docs/configuration.md's table adds (:mod:`attention_lab.run.config_help` writes the help,
     :mod:`attention_lab.docs_tables` the table). ``sets``: the :class:`ModelConfig` field the knob sets (configs/model/
     interpolates it), whose default is the knob's."""
     metadata = {"help": help, "more": more, **({"sets": sets} if sets else {})}

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attention_lab.config_help import GROUPS, as_typed, knob_fields, search_path_options, user_groups
+from attention_lab.run.config_help import GROUPS, as_typed, knob_fields, search_path_options, user_groups
 
 # The pages that hold generated tables, relative to the project's root.
 PAGES = ("README.md", "docs/library.md", "docs/configuration.md", "docs/tensorboard.md")
@@ -86,7 +86,7 @@ def capability_table() -> str:
 
 def head_score_table() -> str:
     """Every head-score kind: what its detector measures (its docstring) and on what."""
-    from attention_lab.head_scores import DETECTORS, PROBE_KINDS
+    from attention_lab.analysis.head_scores import DETECTORS, PROBE_KINDS
 
     rows = ["| kind | what it measures (0..1) | on |", "|---|---|---|"]
     for kind, detector in DETECTORS.items():

@@ -1,4 +1,5 @@
-"""The project's own exceptions: a bad setting, and the two ways a run ends early that are not bugs."""
+"""The project's own exceptions: a bad setting, a run or sweep dir a reader cannot use, and the two ways a run ends
+early that are not bugs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ from pathlib import Path
 
 class ConfigError(ValueError):
     """A setting that cannot work; the message is one line naming the setting and what is allowed."""
+
+
+class ReviewError(ValueError):
+    """A run or sweep dir, or a review script's argument, that a reader cannot use (missing checkpoint, malformed
+    record, ...); the message is one line. Raised where run dirs are read (records/) and by the review tools."""
 
 
 class TrainingInterrupted(Exception):

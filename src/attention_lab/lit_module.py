@@ -12,15 +12,15 @@ from torch import Tensor
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from attention_lab.analysis.head_metrics import ENTROPY, score_name, tag
+from attention_lab.analysis.head_scores import PROBE_KINDS, head_scores
+from attention_lab.analysis.index_tags import index_tag
+from attention_lab.analysis.loss_by_index import LossByIndex, late_minus_early
+from attention_lab.analysis.prefix_matching import repeated_random_words
 from attention_lab.attention.hooks import capture
 from attention_lab.config import ModelConfig
 from attention_lab.data.corpus import PAD_ID
-from attention_lab.head_metrics import ENTROPY, score_name, tag
-from attention_lab.head_scores import PROBE_KINDS, head_scores
-from attention_lab.index_tags import index_tag
-from attention_lab.loss_by_index import LossByIndex, late_minus_early
 from attention_lab.model import TrainedModel
-from attention_lab.prefix_matching import repeated_random_words
 
 
 def attention_entropy(weights: Tensor, query_mask: Tensor) -> Tensor:
@@ -47,7 +47,7 @@ class AttentionLitModule(TrainedModel, L.LightningModule):
         # The second validation set (task.ood_min_len..task.ood_max_len), when the datamodule gives one.
         self.ood_token_acc = MulticlassAccuracy(len(self.vocab), average="micro", ignore_index=PAD_ID)
         self.ood_seq_acc = MeanMetric()
-        # Olsson et al.'s instruments (attention_lab.loss_by_index): the loss at each target index of the
+        # Olsson et al.'s instruments (attention_lab.analysis.loss_by_index): the loss at each target index of the
         # validation set (val/loss_by_index/<i>) and, for task=induction, loss at the last target of each sequence
         # minus at its first (val/in_context_score).
         self.loss_by_index = LossByIndex(self.config.context_length)
@@ -140,7 +140,7 @@ class AttentionLitModule(TrainedModel, L.LightningModule):
                              add_dataloader_idx=False)
 
     def probe_weights(self) -> list[Tensor]:
-        """Every layer's attention on the repeated random probe (attention_lab.prefix_matching): (R, H, T, T)."""
+        """Every layer's attention on the repeated random probe (attention_lab.analysis.prefix_matching): (R, H, T, T)."""
         self.prefix_probe = self.prefix_probe.to(self.device)
         with capture(self.model, points=("weights",)) as cache:
             self(self.prefix_probe)

@@ -9,6 +9,7 @@ import copy
 import functools
 import inspect
 import logging
+import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -24,6 +25,9 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf, read_write
 
 from attention_lab import startup_gc
+from attention_lab.analysis.formation_rule import unformed
+from attention_lab.analysis.index_tags import is_index_tag
+from attention_lab.analysis.layer_memory import memory_line
 from attention_lab.callbacks.findings import Findings
 from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
 from attention_lab.callbacks.graceful_stop import GracefulStop
@@ -31,21 +35,17 @@ from attention_lab.callbacks.last_checkpoint import LastCheckpoint
 from attention_lab.callbacks.rng_state import RngState
 from attention_lab.callbacks.run_end_note import RunEndNote
 from attention_lab.callbacks.steps_to_solve import StepsToSolve
-from attention_lab.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
 from attention_lab.data.probe import example_text
-from attention_lab.epochs_from_steps import epochs_for_steps
 from attention_lab.errors import TrainingInterrupted
-from attention_lab.files import METRICS
-from attention_lab.formation_rule import unformed
-from attention_lab.hparams_table import hparams_for_dashboard, hparams_table, write_table
-from attention_lab.index_tags import is_index_tag
-from attention_lab.layer_memory import memory_line
-from attention_lab.metrics_file import write_metrics
-from attention_lab.tensorboard_plugin.run_names import NO_OVERRIDES
-from attention_lab.writes import check_writes
+from attention_lab.records.checkpoints import AtomicCheckpointIO, last_checkpoint_path, resume_checkpoint
+from attention_lab.records.files import METRICS
+from attention_lab.records.hparams_table import hparams_for_dashboard, hparams_table, write_table
+from attention_lab.records.metrics_file import write_metrics
+from attention_lab.records.run_names import NO_OVERRIDES
+from attention_lab.records.writes import check_writes
 
 if TYPE_CHECKING:  # the type only: train() is handed the object, and imports nothing from run/
-    from attention_lab.run.signals import StopSignals
+    from attention_lab.callbacks.signals import StopSignals
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,24 @@ class RunContext:
     shown_hparams: tuple[str, ...] = ()  # what a sweep job's sweep varies: HParams columns beside every knob
     resume_from: Path | None = None  # the run dir whose checkpoints this run continues from; None = from step 0
     run_dir: Path | None = None  # the run's own dir (Hydra's output dir), the only place it writes; None = paths.output_dir
+
+
+# A run bounded by ``max_steps`` alone has no epoch limit: Lightning keeps ``max_epochs=-1``, which the
+# progress bar shows as "Epoch 0/-2". When the batches of an epoch are known before the Trainer is built, the
+# Trainer gets the number of epochs that ``max_steps`` spans (its own ``max_epochs`` argument), so the bar reads
+# "Epoch 3/23"; the limit never binds before ``max_steps`` does. Where an epoch's batches depend on what only the
+# Trainer knows (several devices or nodes, ``limit_train_batches``), no bound is set and the bar shows -2.
+def epochs_for_steps(trainer: Any, batches: int, *, resuming: bool) -> int | None:
+    """``trainer`` is the run's trainer config; ``batches``, the training batches of one epoch on one device."""
+    if trainer.get("max_epochs") not in (None, -1) or (trainer.get("max_steps") or -1) <= 0 or batches <= 0:
+        return None
+    if any(trainer.get(key) not in (None, *plain) for key, plain in
+           (("devices", (1, "1", "auto")), ("num_nodes", (1,)), ("limit_train_batches", (1.0,)),
+            ("strategy", ("auto",)))):
+        return None
+    steps_per_epoch = math.ceil(batches / int(trainer.get("accumulate_grad_batches") or 1))
+    # A resumed run may stand anywhere in its epoch: one more, so that max_steps is what ends it.
+    return math.ceil(trainer.max_steps / steps_per_epoch) + (1 if resuming else 0)
 
 
 def resolved(cfg: DictConfig) -> DictConfig:

@@ -20,8 +20,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
+from attention_lab.names import did_you_mean
 
 # The Trainer takes these besides the registered names: "auto" for both, and "gpu" for whichever GPU
 # accelerator the machine has (Lightning's Trainer docs, `accelerator` and `strategy`).

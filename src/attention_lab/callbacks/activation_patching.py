@@ -1,6 +1,6 @@
 """Activation patching in every run whose task has a natural corruption: at the final validation (and, with
 ``every_validation``, at each one during training), each head's and each whole layer's clean output is patched
-into the corrupted run on the validation set (:mod:`attention_lab.patching`). The fractions restored,
+into the corrupted run on the validation set (:mod:`attention_lab.analysis.patching`). The fractions restored,
 ``patching/logit_diff/layer{l}/<head{h}|all>``, reach ``metrics.json``, the ``patching/logit_diff`` heatmap
 (:class:`~attention_lab.callbacks.head_score_maps.HeadScoreMaps`) and the attention tab, as the head ablation's do
 (:class:`~attention_lab.callbacks.head_ablation.HeadAblation`): :mod:`~attention_lab.callbacks.validation_pass`."""
@@ -13,7 +13,7 @@ from typing import Any
 
 import lightning as L
 
-from attention_lab.ablation import Batch
+from attention_lab.analysis.ablation import Batch
 from attention_lab.callbacks.validation_pass import ValidationPass
 from attention_lab.data.tasks import build_task
 
@@ -37,7 +37,7 @@ class ActivationPatching(ValidationPass):
             return False
         if self.task.has_corruption():
             # Imported by the runs whose task has a corruption: the others never patch.
-            from attention_lab.patching import patched_layers
+            from attention_lab.analysis.patching import patched_layers
 
             reason = None if patched_layers(pl_module) else \
                 f"the {pl_module.config.name} variant has no heads with weights of their own"
@@ -49,6 +49,6 @@ class ActivationPatching(ValidationPass):
         return reason is None
 
     def measure(self, pl_module: L.LightningModule, batches: list[Batch]) -> dict[str, float]:
-        from attention_lab.patching import patch_heads  # only once active(): see there
+        from attention_lab.analysis.patching import patch_heads  # only once active(): see there
 
         return patch_heads(pl_module, batches, self.task, self.bos)

@@ -19,8 +19,8 @@ from torch.utils.tensorboard.summary import image, text
 from attention_lab.callbacks.log_schedule import is_doubling
 from attention_lab.data.corpus import PAD_ID, UNK, tokenize
 from attention_lab.data.probe import probe_axes, with_first_token
-from attention_lab.plotting import HeatmapFigure, run_title
-from attention_lab.review.colour_scale import UNIT_SCALE, ColourScale, colour_scale
+from attention_lab.plotting.colour_scale import UNIT_SCALE, ColourScale, colour_scale
+from attention_lab.plotting.heatmaps import HeatmapFigure, run_title
 
 if TYPE_CHECKING:
     from attention_lab.lit_module import AttentionLitModule

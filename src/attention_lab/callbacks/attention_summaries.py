@@ -1,5 +1,5 @@
 """The probe's attention as data for TensorBoard's attention tab: every layer and head, every logged step (densely
-early on: :mod:`~attention_lab.callbacks.log_schedule`), as one tensor summary per step (see :mod:`attention_lab.tensorboard_plugin.summary`)."""
+early on: :mod:`~attention_lab.callbacks.log_schedule`), as one tensor summary per step (see :mod:`attention_lab.records.probe_summary`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from attention_lab.callbacks.log_schedule import is_logged
 from attention_lab.data.corpus import tokenize
 from attention_lab.data.probe import probe_axes, with_first_token
-from attention_lab.tensorboard_plugin.summary import WordLayout, probe_summary
+from attention_lab.records.probe_summary import WordLayout, probe_summary
 
 if TYPE_CHECKING:
     from attention_lab.lit_module import AttentionLitModule

@@ -1,6 +1,6 @@
 """Weight-based circuits over training: at every validation, how strongly each head composes with the heads of
 later layers (``composition/{q,k,v}/layer{a}/head{i}/layer{b}/head{j}``) and how much each head copies
-(``circuit/copying/layer{l}/head{h}``), from the weights alone (:mod:`attention_lab.circuits`). Scalars like any
+(``circuit/copying/layer{l}/head{h}``), from the weights alone (:mod:`attention_lab.analysis.circuits`). Scalars like any
 validation metric: curves in TensorBoard, values in metrics.json."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import logging
 
 import lightning as L
 
-from attention_lab.circuits import circuit_scores, head_circuits, layers_with_head_circuits
-from attention_lab.layer_memory import layer_list
+from attention_lab.analysis.circuits import circuit_scores, head_circuits, layers_with_head_circuits
+from attention_lab.analysis.layer_memory import layer_list
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from typing import Any
 import lightning as L
 import torch
 
-from attention_lab.checkpoints import last_checkpoint_path
 from attention_lab.errors import TrainingDiverged
+from attention_lab.records.checkpoints import last_checkpoint_path
 
 
 class StopOnNonFiniteLoss(L.Callback):

@@ -1,4 +1,4 @@
-"""After SIGINT/SIGTERM (see :class:`attention_lab.run.signals.StopSignals`): save ``checkpoints/last.ckpt`` at
+"""After SIGINT/SIGTERM (see :class:`attention_lab.callbacks.signals.StopSignals`): save ``checkpoints/last.ckpt`` at
 the end of the current step and stop; ``python scripts/train.py resume=<run dir>`` continues the run."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 import lightning as L
 
-from attention_lab.checkpoints import last_checkpoint_path
+from attention_lab.callbacks.signals import StopNow, StopSignals
 from attention_lab.errors import TrainingInterrupted
-from attention_lab.run.signals import StopNow, StopSignals
+from attention_lab.records.checkpoints import last_checkpoint_path
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Head ablation in every run: at the final validation (and, with ``every_validation``, at each one during
 training), each head of each layer and each whole layer is switched off in turn on the validation set
-(:mod:`attention_lab.ablation`); where the values go: :mod:`~attention_lab.callbacks.validation_pass`."""
+(:mod:`attention_lab.analysis.ablation`); where the values go: :mod:`~attention_lab.callbacks.validation_pass`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import lightning as L
 
-from attention_lab.ablation import Batch, ablate_heads
+from attention_lab.analysis.ablation import Batch, ablate_heads
+from attention_lab.analysis.head_metrics import ABLATIONS
 from attention_lab.callbacks.validation_pass import ValidationPass
-from attention_lab.head_metrics import ABLATIONS
 
 
 class HeadAblation(ValidationPass):

@@ -1,12 +1,12 @@
 """Per-head measurements as pictures: after each validation, one layers x heads heatmap per head score (tags
 ``per_head/head_score/<kind>``), per ablation (``per_head/ablation/<how>/<metric>``) and of the patching
 (``per_head/patching/logit_diff``) in TensorBoard, drawn from the scalars the run logged
-(``<family>/layer{l}/head{h}``, see :mod:`attention_lab.head_metrics`).
+(``<family>/layer{l}/head{h}``, see :mod:`attention_lab.analysis.head_metrics`).
 
 Under ``per_head/``: TensorBoard's Images dashboard sorts its sections by the tags' first part and opens the first
 two, so that ``ablation/...`` came before the probe's attention maps (``attention/layer{l}/head{h}``, the maps that
 show what a head does). ``per_head`` sorts after ``attention``. Each grid is drawn at the dpi that makes it as wide
-as the dashboard's card (:func:`attention_lab.plotting.card_dpi`): the dashboard scales every image to it."""
+as the dashboard's card (:func:`attention_lab.plotting.heatmaps.card_dpi`): the dashboard scales every image to it."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from attention_lab.head_metrics import ENTROPY, FAMILIES, grid
-from attention_lab.plotting import DPI, HeatmapFigure, attention_figure, card_dpi, run_title
+from attention_lab.analysis.head_metrics import ENTROPY, FAMILIES, grid
+from attention_lab.plotting.heatmaps import DPI, HeatmapFigure, attention_figure, card_dpi, run_title
 
 DRAWN = tuple(family for family in FAMILIES if family != ENTROPY)
 # The step the grids' dpi is fitted for (grid_dpi): a title naming a later one makes its image a little wider.

@@ -1,5 +1,5 @@
 """When the induction heads form: at every validation during training, the loss, the in-context score, the best
-head scores, the best composition score of each kind (q, k, v: :mod:`attention_lab.circuits`, over every pair of
+head scores, the best composition score of each kind (q, k, v: :mod:`attention_lab.analysis.circuits`, over every pair of
 a writer head and a later reader head) and the loss at each target index (a list, index 0 first) are kept; at the end the run records
 
 - ``formation_step``: the first validation at which a head above the first layer scores ``threshold`` or more on
@@ -17,10 +17,10 @@ from typing import Any
 
 import lightning as L
 
+from attention_lab.analysis.formation_rule import MIN_LAYER, THRESHOLD
+from attention_lab.analysis.head_metrics import COMPOSITIONS, HeadMetric, composition_prefix, score_family
+from attention_lab.analysis.index_tags import by_index
 from attention_lab.callbacks.findings import Findings
-from attention_lab.formation_rule import MIN_LAYER, THRESHOLD
-from attention_lab.head_metrics import COMPOSITIONS, HeadMetric, composition_prefix, score_family
-from attention_lab.index_tags import by_index
 
 SERIES = ("step", "val/loss", "val/in_context_score", "previous_token", "induction", "induction_later_layers",
           *(f"composition_{kind}" for kind in COMPOSITIONS), "loss_by_index")

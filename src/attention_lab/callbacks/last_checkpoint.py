@@ -11,7 +11,7 @@ import lightning as L
 import torch
 from lightning.pytorch.trainer.states import TrainerFn
 
-from attention_lab.checkpoints import last_checkpoint_path
+from attention_lab.records.checkpoints import last_checkpoint_path
 
 
 class LastCheckpoint(L.Callback):

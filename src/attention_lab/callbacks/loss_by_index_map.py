@@ -12,7 +12,7 @@ import lightning as L
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 
-from attention_lab.index_tags import LOSS_BY_INDEX, by_index
+from attention_lab.analysis.index_tags import LOSS_BY_INDEX, by_index
 
 
 class LossByIndexMap(L.Callback):
@@ -38,7 +38,7 @@ class LossByIndexMap(L.Callback):
         if writer is None or not self.rows:
             return
         # The drawing (matplotlib) is imported by the runs that have a map to draw: a task with loss_by_index rows.
-        from attention_lab.loss_by_index_plot import loss_by_index_image
+        from attention_lab.plotting.loss_by_index import loss_by_index_image
 
         image = loss_by_index_image(self.steps, self.rows, self.run_name)
         writer.add_image(LOSS_BY_INDEX, image, trainer.global_step, dataformats="HWC")

@@ -15,11 +15,10 @@ import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 
+from attention_lab.callbacks.signals import StopSignals
 from attention_lab.callbacks.steps_to_solve import StepsToSolve, StopWhenSolved
-from attention_lab.commands import shown_path
 from attention_lab.data.probe import EXAMPLE_TEXT
-from attention_lab.run.signals import StopSignals
-from attention_lab.run.sweep_summary import tensorboard_line, visualize_command
+from attention_lab.records.commands import shown_path, tensorboard_line, visualize_command
 
 log = logging.getLogger(__name__)
 

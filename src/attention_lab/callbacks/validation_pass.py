@@ -6,7 +6,7 @@ metrics (the heatmaps of :class:`~attention_lab.callbacks.head_score_maps.HeadSc
 attention tab. Measured at every validation, they are curves in TensorBoard's scalars, like any validation metric.
 Measured once, at the end (the default), they are not: one point per head and layer would be a chart of one dot
 each, dozens of them. They go to the attention tab as its own scalars
-(:func:`~attention_lab.tensorboard_plugin.summary.end_values_summary`)."""
+(:func:`~attention_lab.records.probe_summary.end_values_summary`)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from lightning.pytorch.utilities import rank_zero_only
 from tensorboard.compat.proto import event_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-from attention_lab.ablation import Batch
+from attention_lab.analysis.ablation import Batch
 from attention_lab.callbacks.findings import Findings
-from attention_lab.tensorboard_plugin.summary import end_values_summary
+from attention_lab.records.probe_summary import end_values_summary
 
 
 @rank_zero_only

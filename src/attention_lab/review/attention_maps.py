@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from attention_lab.review.colour_scale import ColourScale, colour_scale
+from attention_lab.plotting.colour_scale import ColourScale, colour_scale
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from attention_lab.review.cli import ReviewError
+from attention_lab.errors import ReviewError
 from attention_lab.review.compare import group_rows, markdown_table
 from attention_lab.review.separation import leading, spread
 from attention_lab.review.sweep import Group, Sweep

@@ -13,13 +13,9 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from attention_lab.files import replace_atomically
-from attention_lab.review.escape import console
-
-
-class ReviewError(ValueError):
-    """A mistake the user can fix (bad argument, missing checkpoint, ...); the message is one line."""
-
+from attention_lab.errors import ReviewError
+from attention_lab.records.escape import console
+from attention_lab.records.files import replace_atomically
 
 # What a review script's work may end with: its ``except REVIEW_FAILURES as err: return failed(err, ...)`` makes
 # each one line. MemoryError is here because a record can be larger than the machine (each tool bounds what it

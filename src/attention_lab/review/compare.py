@@ -3,7 +3,7 @@ validation metrics, parameter count, steps, wall time, status and error, as a ri
 and a bar chart (:mod:`attention_lab.review.compare_chart`); and, when a configuration ran with several seeds, one
 row per configuration with mean ± std (n) of each metric and of steps_to_solve. The ★ marks the configuration
 whose seeds separate it from every other (:mod:`attention_lab.review.verdict`); a line under the table says which,
-or that the seeds separate none. No torch import: reports of big sweeps are quick. Every cell is escaped for where it goes (:mod:`attention_lab.review.escape`), and the records
+or that the seeds separate none. No torch import: reports of big sweeps are quick. Every cell is escaped for where it goes (:mod:`attention_lab.records.escape`), and the records
 that could not be read are listed under the table.
 """
 
@@ -13,9 +13,9 @@ import csv
 import io
 from pathlib import Path
 
+from attention_lab.records.escape import console, csv_cell, markdown_cell, markdown_code
 from attention_lab.review.cli import written, written_text
 from attention_lab.review.compare_chart import bar_chart
-from attention_lab.review.escape import console, csv_cell, markdown_cell, markdown_code
 from attention_lab.review.numbers import STEPS_TO_SOLVE, mean_text, value_text
 from attention_lab.review.sweep import Group, Job, Sweep, mean_std, seed_groups
 from attention_lab.review.verdict import Verdict, rank

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from attention_lab.records.escape import one_line
 from attention_lab.review.chart_metric import chart_metric, job_value, shown
-from attention_lab.review.escape import one_line
 from attention_lab.review.numbers import STEPS_TO_SOLVE, is_count, mean_text
 from attention_lab.review.separation import MIN_SEEDS, Spread, spread
 from attention_lab.review.sweep import Group, Sweep, seed_groups

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from attention_lab.files import SUMMARY
+from attention_lab.records.files import SUMMARY
 from attention_lab.review.records import Unreadable, load_json, shown, strings, text
 
 

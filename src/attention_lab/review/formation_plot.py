@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attention_lab.formation_rule import MIN_LAYER, counts_a_head
-from attention_lab.review.cli import ReviewError
+from attention_lab.analysis.formation_rule import MIN_LAYER, counts_a_head
+from attention_lab.errors import ReviewError
 from attention_lab.review.sweep import Sweep, seed_groups, seed_of
 
 PANELS = (("val/loss", "validation loss"), ("previous_token", "best previous-token score"),

@@ -31,7 +31,7 @@ def grid_figure(maps: AttentionMaps):
     from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
 
-    from attention_lab.plotting import draw_heatmap
+    from attention_lab.plotting.heatmaps import draw_heatmap
 
     scale = maps.colour_scale()
 

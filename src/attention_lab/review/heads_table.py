@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from attention_lab.head_metrics import PATCHING, HeadMetric, ablation_family, score_family
-from attention_lab.review.cli import ReviewError
+from attention_lab.analysis.head_metrics import PATCHING, HeadMetric, ablation_family, score_family
+from attention_lab.errors import ReviewError
 from attention_lab.review.sweep import Job, Sweep, mean_std, seed_groups, seed_of
 
 DROPS = (("zero", "token_acc"), ("mean", "token_acc"), ("zero", "loss"), ("mean", "loss"))

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from attention_lab.errors import ReviewError
 from attention_lab.review.best_of import Best, best_of, checked_setting, setting
-from attention_lab.review.cli import ReviewError
 from attention_lab.review.sweep import Group, Sweep, mean_std, seed_groups
 
 # Settings that are not overrides but facts every job records: x may be one of them (the recurrent state size).

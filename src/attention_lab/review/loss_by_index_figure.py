@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attention_lab.loss_by_index_plot import draw_loss_by_index, loss_grid
+from attention_lab.plotting.loss_by_index import draw_loss_by_index, loss_grid
 from attention_lab.review.sweep import Sweep, seed_groups, seed_of
 
 MAX_COLUMNS = 10  # seeds side by side; more go on to the next row, so that the heatmaps stay readable

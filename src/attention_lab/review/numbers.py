@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from attention_lab.metrics_file import STEPS_TO_SOLVE
+from attention_lab.records.metrics_file import STEPS_TO_SOLVE
 
 
 def is_count(name: str) -> bool:

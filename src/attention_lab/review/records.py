@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attention_lab.files import UnreadableRecord, read_json_record, read_yaml_record
+from attention_lab.records.files import UnreadableRecord, read_json_record, read_yaml_record
 
 KINDS = {bool: "true/false", int: "a number", float: "a number", str: "text", list: "a list", dict: "an object",
          type(None): "null"}

@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attention_lab.files import METRICS, MULTIRUN_RECORD, RUN_INFO, SAVED_CONFIG, SAVED_OVERRIDES, SUMMARY
-from attention_lab.head_metrics import HeadMetric
-from attention_lab.index_tags import is_index_tag
-from attention_lab.review.cli import ReviewError
+from attention_lab.analysis.head_metrics import HeadMetric
+from attention_lab.analysis.index_tags import is_index_tag
+from attention_lab.errors import ReviewError
+from attention_lab.records.files import METRICS, MULTIRUN_RECORD, RUN_INFO, SAVED_CONFIG, SAVED_OVERRIDES, SUMMARY
+from attention_lab.records.run_record import RunInfo, RunStatus, parse
 from attention_lab.review.folds import Folded, load_folds
 from attention_lab.review.records import (
     Unreadable,
@@ -48,7 +49,6 @@ from attention_lab.review.records import (
     text,
 )
 from attention_lab.review.sweep_roots import by_sweep, pooling
-from attention_lab.run.run_info import RunInfo, RunStatus, parse
 
 # What run_info.json and the summary hold (a run claiming its dir, "starting", is shown as running).
 RECORDED_STATUSES = tuple(s.value for s in (RunStatus.OK, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING))

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from attention_lab.files import MULTIRUN_RECORD, SUMMARY
-from attention_lab.review.cli import ReviewError
+from attention_lab.errors import ReviewError
+from attention_lab.records.files import MULTIRUN_RECORD, SUMMARY
 
 SEED = "seed"  # varied by repeats of one configuration: never a reason to refuse
 

@@ -12,17 +12,17 @@ from typing import Any
 
 from omegaconf.errors import OmegaConfBaseException
 
+from attention_lab.analysis.head_metrics import best_head, score_grid
 from attention_lab.data.probe import EXAMPLE_TEXT, task_probe
 from attention_lab.data.tasks import task_head_score_kind
-from attention_lab.errors import ConfigError
-from attention_lab.files import METRICS, read_json, tensorboard_dir
-from attention_lab.head_metrics import best_head, score_grid
+from attention_lab.errors import ConfigError, ReviewError
+from attention_lab.records.files import METRICS, escaping_link, read_json, tensorboard_dir
+from attention_lab.records.trained_run import RunFiles, describe_run, find_run, load_module
 from attention_lab.review.attention_maps import AttentionMaps
-from attention_lab.review.cli import ReviewError, output_dir, written
+from attention_lab.review.cli import output_dir, written
 from attention_lab.review.grid import grid_figure, save_grid_png
 from attention_lab.review.html_view import write_html
-from attention_lab.review.maps import RunFiles, compute_maps, describe_run, find_run, load_module
-from attention_lab.run.resume import escaping_link
+from attention_lab.review.maps import compute_maps
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def add_to_tensorboard(maps: AttentionMaps, log_dir: Path, step: int, tag: str) 
     """The grid and one figure per head, under ``visualize/<tag>/...`` in the run's TensorBoard."""
     from torch.utils.tensorboard import SummaryWriter
 
-    from attention_lab.plotting import attention_figure
+    from attention_lab.plotting.heatmaps import attention_figure
 
     writer = SummaryWriter(log_dir=str(log_dir))
     try:

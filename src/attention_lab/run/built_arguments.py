@@ -1,6 +1,6 @@
 """The arguments of the loggers and callbacks a run will build, checked before its run dir exists.
 
-Where a logger or a checkpoint callback writes is checked on the built objects (:mod:`attention_lab.writes`),
+Where a logger or a checkpoint callback writes is checked on the built objects (:mod:`attention_lab.records.writes`),
 through what they report of their folders and files. That holds only for the arguments a class names itself: an
 argument it takes into ``**kwargs`` is handed on, unseen, to something it builds later (Lightning's
 TensorBoardLogger hands its own to torch's SummaryWriter, whose ``filename_suffix=/../../x`` writes an event file
@@ -23,8 +23,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
+from attention_lab.names import did_you_mean
 
 GROUPS = ("logger", "callbacks")  # the config's groups of built objects whose arguments are checked here
 # Hydra's own keys of a node it instantiates: not arguments (``_args_``: the positional ones, checked apart).

@@ -21,7 +21,7 @@ status 1 (``HYDRA_FULL_ERROR=1`` raises instead, with the traceback), Hydra's ow
 - The console's log lines without control characters (:class:`ConsoleFormatter`; configs/hydra/default.yaml sets it
   for Hydra's own lines and for the jobs'): they name a job's overrides and errors, which a resumed sweep reads from
   its record, and a record must not send the terminal commands (an OSC sequence that sets its title, one that
-  rewrites the clipboard). See :func:`attention_lab.review.escape.console`.
+  rewrites the clipboard). See :func:`attention_lab.records.escape.console`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any, NoReturn
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.errors import ConfigError
-from attention_lab.review.escape import console
+from attention_lab.records.escape import console
 from attention_lab.run.describe import describe, expected_error
 from attention_lab.run.overrides import is_override, is_sweep_dir, resume_value
 from attention_lab.startup_gc import pause
@@ -145,14 +145,14 @@ def resumed_sweep(argv: Sequence[str], sweep_dir: Path | None) -> Iterator[None]
 
 def register_help() -> None:
     """``${lab.help:}`` in configs/hydra/help/lab.yaml: the groups and knobs of ``--help``, written by
-    :mod:`attention_lab.config_help`, which only ``--help`` imports."""
+    :mod:`attention_lab.run.config_help`, which only ``--help`` imports."""
 
     def resolve(*, _root_: DictConfig) -> str:
         # Hydra also reads the template while it composes any config (it merges its own defaults over the help):
         # the groups' choices are recorded once the composition is complete, and only then is there a help to write.
         if not OmegaConf.select(_root_, "hydra.runtime.choices"):
             return ""
-        from attention_lab.config_help import help_sections
+        from attention_lab.run.config_help import help_sections
 
         return help_sections(_root_)
 

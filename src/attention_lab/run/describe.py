@@ -20,8 +20,8 @@ from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from attention_lab.config import SCHEMA_SUFFIX, TaskConfig
-from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError, TrainingDiverged, TrainingInterrupted
+from attention_lab.names import did_you_mean
 from attention_lab.run.overrides import override_key
 
 KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}

@@ -29,8 +29,10 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from attention_lab.errors import ConfigError
-from attention_lab.files import RUN_INFO, natural, read_json
-from attention_lab.run.run_info import SWEEP_ID, SWEEP_ID_ATTRIBUTE, RunStatus, parse
+from attention_lab.names import natural
+from attention_lab.records.files import RUN_INFO, read_json
+from attention_lab.records.run_record import RunStatus, parse
+from attention_lab.run.run_info import SWEEP_ID, SWEEP_ID_ATTRIBUTE
 
 SWEEP_ID_BYTES = 256  # the most of .sweep_id read (the lab writes 32 hex digits)
 

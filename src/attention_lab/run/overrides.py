@@ -15,7 +15,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.config import register_configs
-from attention_lab.files import MULTIRUN_RECORD
+from attention_lab.records.files import MULTIRUN_RECORD
 
 
 def is_override(arg: str) -> bool:

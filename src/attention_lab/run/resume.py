@@ -25,7 +25,6 @@ dir that holds a symlinked folder (a job dir, ``checkpoints/``) or a link to a f
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,12 +39,13 @@ from omegaconf.errors import OmegaConfBaseException
 
 from attention_lab.data.corpus import DEFAULT_CORPUS
 from attention_lab.errors import ConfigError
-from attention_lab.files import (
+from attention_lab.records.files import (
     METRICS,
     SAFE_LOADER,
     SAVED_CONFIG,
     SAVED_OVERRIDES,
     UnreadableRecord,
+    escaping_link,
     read_yaml_record,
     save_yaml,
 )
@@ -142,7 +142,7 @@ def record(plan: ResumePlan, resumed: DictConfig) -> None:
 
 
 # Arguments that say where an instantiated class writes (checkpoints, loggers, the trainer), and the config's own
-# ``paths``: a record may not move them. A check on what was built (attention_lab.writes) backs this list up.
+# ``paths``: a record may not move them. A check on what was built (attention_lab.records.writes) backs this list up.
 WRITE_LOCATIONS = ("dirpath", "filename", "save_dir", "name", "version", "sub_dir", "default_root_dir", "output_dir",
                    "log_dir", "_args_")
 CORPUS = "task.corpus"  # the one setting that reads a file
@@ -338,26 +338,6 @@ def check_corpus(replayed: DictConfig, baseline: DictConfig, home: Path, setting
         raise ConfigError(f"{setting} is invalid: its overrides set {CORPUS}={corpus}, a file outside it; a record "
                           f"reads only its own dir or the project's data ({DEFAULT_CORPUS.parent}); to read that "
                           f"file, repeat the record's {CORPUS} override on your command line")
-
-
-def escaping_link(folder: Path, only: str | None = None) -> tuple[Path, str] | None:
-    """The first symlink under ``folder`` (or under its entry ``only``) that the lab would follow elsewhere, with
-    why; None if there is none."""
-    root = folder.resolve()
-    for here, dirs, files in os.walk(root):  # os.walk never descends into a symlinked folder
-        if only is not None and Path(here) == root:
-            dirs[:] = [name for name in dirs if name == only]
-            files = [name for name in files if name == only]
-        for name in [*dirs, *files]:
-            path = Path(here) / name
-            if not path.is_symlink():
-                continue
-            target = path.resolve()
-            if path.is_dir():
-                return path.relative_to(root), f"a symlink to the folder {target}"
-            if not target.is_relative_to(root):
-                return path.relative_to(root), f"a symlink to {target}, outside it"
-    return None
 
 
 def check_contained(folder: Path, setting: str, only: str | None = None) -> None:

@@ -1,21 +1,14 @@
-"""A run's record and its writer: ``<run dir>/run_info.json``, the claim on a run dir, and its lock.
-
-``run_info.json`` is a typed record (:class:`RunInfo`): how a run (or a sweep job) stands, read and written by
-``run/`` and read by ``review/``. The run dir is data: :func:`parse` checks every field's type, and a reader either
-refuses the whole record (:meth:`RunInfo.read`, for the run path) or keeps the fields that are right and names the
-others (:func:`parse`, for the review tools). One rule says when a job's process is gone without a result
-(:meth:`RunInfo.ended_without_result`): the record still says it is starting or running, and either its sweep is
-over or its process, on this host, no longer exists.
+"""A run dir's claim, lock and writer: the claim on a new run dir, its lock, and its ``run_info.json`` kept up to date.
 
 Run dirs are never reused, one process trains in a run dir at a time (:class:`RunDirLock`), and each keeps its
-run_info.json (:class:`RunInfoWriter`). :class:`RunDirGuard` is a Hydra callback: it claims a new run dir (or sweep
-dir) before Hydra writes anything into it, so a dir that already holds a run is left as it is.
+run_info.json (:class:`RunInfoWriter`; the record itself, :class:`~attention_lab.records.run_record.RunInfo`, is
+in ``records/``, where ``review/`` reads it too). :class:`RunDirGuard` is a Hydra callback: it claims a new run dir
+(or sweep dir) before Hydra writes anything into it, so a dir that already holds a run is left as it is.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import fcntl
 import json
 import os
@@ -24,8 +17,6 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,145 +24,19 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.errors import ConfigError
-from attention_lab.files import (
+from attention_lab.records.files import (
     LOCK,
     METRICS,
     MULTIRUN_RECORD,
     RESUME_LOCK,
     RUN_INFO,
     SUMMARY,
-    UnreadableRecord,
-    read_json_record,
     save_yaml,
     secondary_process,
-    write_json,
     write_text,
 )
+from attention_lab.records.run_record import RunInfo, RunStatus, now
 from attention_lab.run.overrides import PRODUCT_SWEEPER, sweeper_of
-
-
-class MalformedRunInfo(ConfigError):
-    """A run_info.json whose fields have the wrong types (changed by hand, or by another program)."""
-
-
-class RunStatus(str, enum.Enum):
-    """What run_info.json says of a run; the value is what the file holds."""
-
-    STARTING = "starting"  # its dir is claimed; training has not begun
-    RUNNING = "running"
-    OK = "ok"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"  # a signal stopped it; it resumes from its checkpoint
-
-    @property
-    def unfinished(self) -> bool:
-        return self in (RunStatus.STARTING, RunStatus.RUNNING)
-
-
-ENDED_WITHOUT_RESULT = "the job ended without reporting a result (killed or crashed)"
-PID_MAX = 1 << 22  # Linux's highest pid_max: a larger "pid" names no process
-
-
-@dataclass
-class RunInfo:
-    status: RunStatus | None = None
-    error: str | None = None
-    job: int | None = None  # the job number in its sweep
-    overrides: list[str] = field(default_factory=list)
-    attempts: int | None = None
-    wall_time_s: float | None = None
-    previous_wall_time_s: float | None = None
-    pid: int | None = None
-    host: str | None = None
-    output_dir: str | None = None
-    started_at: str | None = None
-    finished_at: str | None = None
-
-    @classmethod
-    def read(cls, path: Path) -> RunInfo | None:
-        """The record in ``path``, None when there is none; raises MalformedRunInfo, in one line, for a file that is
-        not a JSON object or a field of the wrong type, so that no reader trips over it later."""
-        if not path.is_file():
-            return None
-        try:
-            data = read_json_record(path) if path.stat().st_size else {}
-        except UnreadableRecord as err:
-            raise MalformedRunInfo(f"{path} is malformed: {err.problem}") from None
-        if not isinstance(data, dict):
-            raise MalformedRunInfo(f"{path} is malformed: not a JSON object")
-        record, problems = parse(data)
-        if problems:
-            raise MalformedRunInfo(f"{path} is malformed: {problems[0]}")
-        return record
-
-    def as_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["status"] = self.status.value if self.status is not None else None
-        return data
-
-    def write(self, path: Path) -> None:
-        write_json(path, self.as_json())
-
-    def process_gone(self) -> bool:
-        """Its process was on this host and no longer exists."""
-        if self.pid is None or self.host != socket.gethostname():
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:  # exists, owned by someone else
-            return False
-        return False
-
-    def ended_without_result(self, *, sweep_over: bool = False) -> bool:
-        """The one rule for a job whose process is gone: the record says it has not finished, and its sweep is
-        over or its process is gone."""
-        unfinished = self.status is None or self.status.unfinished
-        return unfinished and (sweep_over or self.process_gone())
-
-
-# Each field's JSON types (null is always allowed).
-TYPES: dict[str, tuple[type, ...]] = {
-    "error": (str,), "job": (int,), "overrides": (list,), "attempts": (int,), "wall_time_s": (int, float),
-    "previous_wall_time_s": (int, float), "pid": (int,), "host": (str,), "output_dir": (str,),
-    "started_at": (str,), "finished_at": (str,),
-}
-
-
-def shown(value: Any) -> str:
-    try:
-        text = json.dumps(value)
-    except ValueError:  # NaN and the like
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def parse(data: dict[str, Any]) -> tuple[RunInfo, list[str]]:
-    """The record a run_info.json's object holds, each field of the wrong type left at None, and one line per
-    such field ("pid is -1, expected a process id")."""
-    values: dict[str, Any] = {}
-    problems: list[str] = []
-    status = data.get("status")
-    if status is not None:
-        try:
-            values["status"] = RunStatus(status)
-        except ValueError:
-            problems.append(f"status is {shown(status)}, expected one of {', '.join(s.value for s in RunStatus)}")
-    for name in (f.name for f in fields(RunInfo) if f.name != "status"):
-        value, kinds = data.get(name), TYPES[name]
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, kinds):
-            problems.append(f"{name} is {shown(value)}, expected {' or '.join(kind.__name__ for kind in kinds)}")
-        elif name == "overrides" and not all(isinstance(o, str) for o in value):
-            problems.append("overrides holds something other than text")
-        elif name == "pid" and not 0 < value < PID_MAX:
-            problems.append(f"pid is {shown(value)}, expected a process id")
-        else:
-            values[name] = value
-    return RunInfo(**values), problems
-
 
 # A sweep dir's id (kept in the dir, so that a sweep dir moved or copied as a whole still owns its Optuna study) and
 # the user attribute of the study that carries it.
@@ -185,10 +50,6 @@ class RunDirTaken(ConfigError):
 
 class RunDirBusy(ConfigError):
     """Another process trains in the run dir right now (it holds the dir's lock); it records how the run ends."""
-
-
-def now() -> str:
-    return datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 def claim(folder: Path, markers: tuple[str, ...], record: str, content: dict[str, Any]) -> str | None:

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attention_lab.config import FROM_KNOBS
 from attention_lab.errors import ConfigError
-from attention_lab.files import MULTIRUN_RECORD, UnreadableRecord, read_yaml_record, recorded_overrides
+from attention_lab.records.files import MULTIRUN_RECORD, UnreadableRecord, read_yaml_record, recorded_overrides
 from attention_lab.run.overrides import BASIC_SWEEPER, PRODUCT_SWEEPER, override_key, sweeper_of
 
 JOB_DIR_PLACEHOLDER = "<job dir>"  # the job's own dir is no part of what it trains

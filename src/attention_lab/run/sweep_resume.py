@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attention_lab.errors import ConfigError
-from attention_lab.files import (
+from attention_lab.records.files import (
     CHECKPOINTS,
     METRICS,
     MULTIRUN_RECORD,
@@ -45,6 +45,7 @@ from attention_lab.files import (
     read_yaml_record,
     recorded_overrides,
 )
+from attention_lab.records.run_record import RunInfo, RunStatus
 from attention_lab.run.overrides import is_sweep_dir, override_key, resume_value
 from attention_lab.run.replay_bounds import check_jobs
 from attention_lab.run.resume import (
@@ -58,7 +59,6 @@ from attention_lab.run.resume import (
     group_choices,
     read_saved_overrides,
 )
-from attention_lab.run.run_info import RunInfo, RunStatus
 
 # Settings of the sweep's own hydra overrides that a resume restores: where its jobs run, how many trials.
 RESTORED_HYDRA = ("hydra/launcher", "hydra.launcher.n_jobs", "hydra.sweeper.n_trials")
@@ -287,7 +287,7 @@ def signals_held() -> Iterator[None]:
     """The run's stop signals (SIGINT, SIGTERM, SIGUSR2) that arrive inside are kept, and raised again as it ends,
     for the handlers they would have reached: for work that must not stop half done (a Ctrl-C after a first signal
     raises KeyboardInterrupt wherever it lands)."""
-    from attention_lab.run.signals import StopSignals
+    from attention_lab.callbacks.signals import StopSignals
 
     if threading.current_thread() is not threading.main_thread():  # signals reach only the main thread
         yield

@@ -3,10 +3,7 @@ rewritten after every job from the job dirs' run_info.json and metrics.json; ``f
 a product sweep that were folded into a job training the same run (from the sweeper's ``sweep_folds.json``).
 :class:`SweepSummary` is the Hydra callback that keeps it current and gives the sweep its exit status.
 
-The commands that open a finished run or sweep, as the console prints them (:func:`sweep_note`, and the run's end
-note, attention_lab.callbacks.run_end_note): one function per tool, so that a change of a tool's command line is
-one edit here; each names the interpreter and script as attention_lab.commands writes them, so that it runs when
-pasted into the shell that started the run."""
+The commands that open a finished sweep come from :mod:`attention_lab.records.commands` (:func:`sweep_note`)."""
 
 from __future__ import annotations
 
@@ -26,26 +23,24 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.commands import script_command, shown_path
-from attention_lab.data.probe import EXAMPLE_TEXT
-from attention_lab.files import (
+from attention_lab.names import natural
+from attention_lab.records.commands import sweep_note
+from attention_lab.records.escape import csv_cell
+from attention_lab.records.files import (
     FOLDS,
     METRICS,
     REFUSED,
     RUN_INFO,
     SUMMARY,
     SUMMARY_CSV,
-    natural,
     read_json,
     replace_atomically,
     secondary_process,
     write_json,
 )
-from attention_lab.review.escape import csv_cell
+from attention_lab.records.run_record import ENDED_WITHOUT_RESULT, MalformedRunInfo, RunInfo, RunStatus, now, parse
 from attention_lab.run.describe import describe
 from attention_lab.run.overrides import overrides_as_typed
-from attention_lab.run.run_info import ENDED_WITHOUT_RESULT, MalformedRunInfo, RunInfo, RunStatus, now, parse
-from attention_lab.tensorboard_plugin import PLUGIN_NAME
 
 log = logging.getLogger(__name__)
 
@@ -188,33 +183,3 @@ class SweepSummary(Callback):
         if left:
             sys.exit(f"error: sweep finished with {tally(document)} (errors above and in {path / SUMMARY}); "
                      "the other jobs kept their results")
-
-
-# TensorBoard's page on its default port, opened on the attention tab (the fragment names the dashboard).
-ATTENTION_TAB = f"http://localhost:6006/#{PLUGIN_NAME}"
-
-
-def compare_command(sweep_dir: Path) -> str:
-    """The jobs of a sweep side by side: a table, and compare.png (scripts/compare.py)."""
-    return script_command("compare.py", str(sweep_dir))
-
-
-def sweep_note(sweep_dir: Path) -> str:
-    """The last lines of a sweep: the commands that open it."""
-    shown = shown_path(sweep_dir)
-    return f"next: {compare_command(shown)}\n      {tensorboard_command(shown)}"
-
-
-def tensorboard_command(run_dir: Path) -> str:
-    """TensorBoard on this run alone, every logged step kept (scripts/start_tensorboard.py)."""
-    return script_command("start_tensorboard.py", str(run_dir))
-
-
-def tensorboard_line(run_dir: Path) -> str:
-    """The command, and the tab to open once it runs (a shell comment: the line still pastes as a command)."""
-    return f"{tensorboard_command(run_dir)}   # then the attention tab: {ATTENTION_TAB}"
-
-
-def visualize_command(run_dir: Path, text: str = EXAMPLE_TEXT) -> str:
-    """Attention maps of any sentence through this run's model (scripts/visualize.py: the run dir, then --text)."""
-    return script_command("visualize.py", str(run_dir), "--text", text)

@@ -21,9 +21,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.commands import script_command
+from attention_lab.callbacks.signals import StopSignals
 from attention_lab.errors import ConfigError, TrainingInterrupted
-from attention_lab.files import (
+from attention_lab.names import natural
+from attention_lab.records.commands import script_command
+from attention_lab.records.escape import console
+from attention_lab.records.files import (
     CHECKPOINTS,
     LAST_CHECKPOINT,
     RUN_INFO,
@@ -31,16 +34,14 @@ from attention_lab.files import (
     SAVED_OVERRIDES,
     SUMMARY,
     TRACEBACK,
-    natural,
     save_yaml,
     secondary_process,
 )
-from attention_lab.review.escape import console
+from attention_lab.records.run_record import RunInfo, RunStatus
 from attention_lab.run.cli import full_error_requested
 from attention_lab.run.describe import describe, expected_error, unwritable
 from attention_lab.run.overrides import override_key, overrides_as_typed, run_name
-from attention_lab.run.run_info import RunDirBusy, RunDirLock, RunDirTaken, RunInfo, RunInfoWriter, RunStatus
-from attention_lab.run.signals import StopSignals
+from attention_lab.run.run_info import RunDirBusy, RunDirLock, RunDirTaken, RunInfoWriter
 from attention_lab.run.sweep_summary import record_refusal, write_summary
 from attention_lab.run.thread_errors import ThreadErrors
 

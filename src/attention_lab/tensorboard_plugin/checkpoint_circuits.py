@@ -5,14 +5,14 @@
   word looks for) and the OV circuit ``W_E W_OV W_U`` (attended word x output word: what reading a word makes the
   head vote for), top ``k`` words per row. Elhage et al. (2021)'s direct path: token embeddings only (no
   positions), the reading LayerNorm's scale folded in and its centring and normalisation left out, as
-  :mod:`attention_lab.circuits` folds them;
+  :mod:`attention_lab.analysis.circuits` folds them;
 - **direct logit attribution** of a sentence: each head's output through ``out_proj``, the final LayerNorm
   linearised with the sentence's own scale (``(c - mean(c)) / σ(x) · γ``, σ of the residual stream the clean run
   ends with) and the unembedding, at the word the model predicts at each position. The heads' shares and the
   ``rest`` (embeddings, biases, MLPs, the LayerNorm's shift) sum to the predicted word's logit;
 - **patching of a typed pair**: a clean and a corrupted sentence of one length, the logit difference between
   the clean run's prediction after the last word and the corrupted run's, restored by each head's (and each
-  whole layer's) clean output (:func:`attention_lab.patching.patch_batches`).
+  whole layer's) clean output (:func:`attention_lab.analysis.patching.patch_batches`).
 
 torch is imported inside the functions: TensorBoard imports the plugin without it.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from attention_lab.head_metrics import HeadMetric
+from attention_lab.analysis.head_metrics import HeadMetric
 from attention_lab.tensorboard_plugin.limits import DECIMALS, MAX_HEADS, MAX_LAYERS
 from attention_lab.tensorboard_plugin.sentence import MAX_CHARS, SentenceError, SentenceModels, keep
 
@@ -30,7 +30,7 @@ TOP_K = 5  # words shown per row of a word table
 MAX_TOP_K = 20
 MAX_ROWS = 2048  # rows of a word table sent to the page: the vocabularies of the lab's tasks are far smaller
 # numbers of a word table's product formed at once (8 MB in float64): its columns are the vocabulary's words, bounded
-# by attention_lab.model_bounds.MAX_VOCAB, so a block has at least WORD_TABLE_BLOCK // MAX_VOCAB = 8 rows
+# by attention_lab.records.model_bounds.MAX_VOCAB, so a block has at least WORD_TABLE_BLOCK // MAX_VOCAB = 8 rows
 WORD_TABLE_BLOCK = 1 << 20
 KEPT_TABLES = 64  # word tables kept (a few heads of a few runs)
 
@@ -59,7 +59,7 @@ def top_words(rows, right, vocab: list[str], k: int) -> list[dict]:
 def supported(module) -> None:
     """Raises SentenceError (422) where the model's heads have no per-head circuits (:func:`has_head_circuits`) or
     where a block has no residual stream (its heads' outputs do not reach the logits directly)."""
-    from attention_lab.circuits import has_head_circuits
+    from attention_lab.analysis.circuits import has_head_circuits
 
     model = module.model
     if not has_head_circuits(model):
@@ -77,7 +77,7 @@ def supported(module) -> None:
 def word_tables(module, layer: int, head: int, k: int) -> dict:
     """The QK and OV word tables of one head (see the module's docstring), for the first MAX_ROWS words: that
     head's W_QK and W_OV alone (d_model x d_model each), then the rows shown, a block at a time (:func:`top_words`)."""
-    from attention_lab.circuits import layer_factors, norm_scale, unembedding
+    from attention_lab.analysis.circuits import layer_factors, norm_scale, unembedding
 
     blocks = module.model.blocks
     if not (0 <= layer < len(blocks) and 0 <= head < blocks[layer].attention.num_heads):
@@ -99,7 +99,7 @@ def sentence_tokens(module, text: str):
     import torch
 
     from attention_lab.data.corpus import UNK_ID
-    from attention_lab.review.cli import ReviewError
+    from attention_lab.errors import ReviewError
     from attention_lab.review.maps import prepare_words
 
     try:
@@ -115,7 +115,7 @@ def attribution(module, text: str) -> dict:
     import torch
     from torch import nn
 
-    from attention_lab.ablation import head_output_name
+    from attention_lab.analysis.ablation import head_output_name
     from attention_lab.attention.hooks import capture
 
     model = module.model
@@ -159,8 +159,8 @@ def patch_pair(module, clean: str, corrupted: str) -> dict:
     """Patching of one typed pair: the layers x heads fraction restored (see the module's docstring)."""
     import torch
 
+    from attention_lab.analysis.patching import patch_batches
     from attention_lab.data.corpus import PAD_ID
-    from attention_lab.patching import patch_batches
 
     clean_words, _, clean_tokens = sentence_tokens(module, clean)
     corrupted_words, _, corrupted_tokens = sentence_tokens(module, corrupted)

@@ -1,12 +1,12 @@
 """A run's logged circuit measurements as the tab shows them beside its maps, read through TensorBoard's data
 provider as the head scores are (:meth:`~attention_lab.tensorboard_plugin.run_data.Source.scores`):
 
-- the composition scores (``composition/{q,k,v}/layer{a}/head{i}/layer{b}/head{j}``, :mod:`attention_lab.circuits`)
+- the composition scores (``composition/{q,k,v}/layer{a}/head{i}/layer{b}/head{j}``, :mod:`attention_lab.analysis.circuits`)
   at a step, one writer-heads x reader-heads grid per kind and pair of layers;
 - the copying scores (``circuit/copying/layer{l}/head{h}``) at a step, a layers x heads grid;
-- the patching recovery (``patching/logit_diff/...``, :mod:`attention_lab.patching`) at a step, a layers x heads
+- the patching recovery (``patching/logit_diff/...``, :mod:`attention_lab.analysis.patching`) at a step, a layers x heads
   grid with the whole layer beside it;
-- the loss at each target index (``val/loss_by_index/{i}``, :mod:`attention_lab.loss_by_index`) at every logged
+- the loss at each target index (``val/loss_by_index/{i}``, :mod:`attention_lab.analysis.loss_by_index`) at every logged
   step: the step x index heatmap of Olsson et al.
 
 Only the tags of the layers, heads and indices that the run's config declares are read
@@ -16,9 +16,9 @@ grid is counted before it is built (:class:`~attention_lab.tensorboard_plugin.ru
 
 from __future__ import annotations
 
-from attention_lab.files import natural
-from attention_lab.head_metrics import COMPOSITIONS, PATCHING, parse_composition_tag, parse_copying_tag
-from attention_lab.index_tags import is_index_tag
+from attention_lab.analysis.head_metrics import COMPOSITIONS, PATCHING, parse_composition_tag, parse_copying_tag
+from attention_lab.analysis.index_tags import is_index_tag
+from attention_lab.names import natural
 from attention_lab.tensorboard_plugin.focus import pair_with_maps
 from attention_lab.tensorboard_plugin.run_config import RunSizes
 from attention_lab.tensorboard_plugin.run_data import CellBudget, Source

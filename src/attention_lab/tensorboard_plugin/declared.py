@@ -21,11 +21,11 @@ import numpy as np
 from tensorboard.backend.event_processing import event_file_loader, io_wrapper
 from tensorboard.compat.proto import types_pb2
 
+from attention_lab.records.probe_summary import PROBE_TAG, RecordError
 from attention_lab.tensorboard_plugin.limits import TooLarge, check_map_shape
 from attention_lab.tensorboard_plugin.run_config import RunConfig, RunConfigs
 from attention_lab.tensorboard_plugin.scores import parse_tag
 from attention_lab.tensorboard_plugin.sentence import run_dir_of
-from attention_lab.tensorboard_plugin.summary import PROBE_TAG, RecordError
 
 # The number types a record may hold: the TensorProto field that holds them one by one, and their bytes each.
 FLOAT_TYPES = {types_pb2.DT_HALF: ("half_val", 2), types_pb2.DT_BFLOAT16: ("half_val", 2),

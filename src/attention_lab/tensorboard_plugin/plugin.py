@@ -22,6 +22,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
+from attention_lab.records.run_names import PLUGIN_NAME
 from attention_lab.tensorboard_plugin.checkpoint_circuits import TOP_K, CheckpointCircuits
 from attention_lab.tensorboard_plugin.circuit_views import circuit_views
 from attention_lab.tensorboard_plugin.declared import DeclaredSizes
@@ -29,7 +30,6 @@ from attention_lab.tensorboard_plugin.examples import CheckpointExamples
 from attention_lab.tensorboard_plugin.focus import annotate
 from attention_lab.tensorboard_plugin.run_data import NoMaps, Source
 from attention_lab.tensorboard_plugin.sentence import SentenceError, SentenceModels
-from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME
 
 log = logging.getLogger(__name__)
 

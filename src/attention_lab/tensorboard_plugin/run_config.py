@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from attention_lab.data.tasks import task_head_score_kind
-from attention_lab.files import SAVED_CONFIG, UnreadableRecord, read_yaml_record
+from attention_lab.records.files import SAVED_CONFIG, UnreadableRecord, read_yaml_record
 from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_INDICES, MAX_LAYERS
 from attention_lab.tensorboard_plugin.sentence import inside
 

@@ -15,13 +15,13 @@ import numpy as np
 from tensorboard.data import provider as data_provider
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 
-from attention_lab.review.colour_scale import colour_scale
+from attention_lab.plotting.colour_scale import colour_scale
+from attention_lab.records.probe_summary import PROBE_TAG, RecordError, WordLayout, check_weights
+from attention_lab.records.run_names import PLUGIN_NAME, run_label
 from attention_lab.tensorboard_plugin.declared import DeclaredSizes, RunOutside
 from attention_lab.tensorboard_plugin.limits import MAX_ANSWER_CELLS, weights_for_page
 from attention_lab.tensorboard_plugin.run_config import RunConfig, RunSizes
-from attention_lab.tensorboard_plugin.run_names import run_label
 from attention_lab.tensorboard_plugin.scores import grids_at, parse_tag
-from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME, PROBE_TAG, RecordError, WordLayout, check_weights
 
 MAX_POINTS = 1_000_000  # ask the provider for every point it holds (what it keeps is TensorBoard's sampling)
 
@@ -167,7 +167,7 @@ class Source:
     def scores(self, run: str, step: int) -> list[dict]:
         """The head-score and ablation grids of ``run`` as logged at or before ``step``; [] when none. They are
         TensorBoard scalars when measured at every validation, this plugin's own scalars when measured once, at
-        the end (:func:`~attention_lab.tensorboard_plugin.summary.end_values_summary`). Raises NoMaps (an
+        the end (:func:`~attention_lab.records.probe_summary.end_values_summary`). Raises NoMaps (an
         AnswerTooLarge beyond MAX_ANSWER_CELLS)."""
         budget = CellBudget("this run's scores", self.run_sizes(run))
         return [grid.to_json() for grid in grids_at(self.score_series(run), step, budget.take)]

@@ -1,5 +1,5 @@
 """Per-head scalars as layers x heads grids for the tab: the head scores
-(``head_score/<kind>/layer{l}/head{h}``, see :mod:`attention_lab.head_scores`) and the ablation drops
+(``head_score/<kind>/layer{l}/head{h}``, see :mod:`attention_lab.analysis.head_scores`) and the ablation drops
 (``ablation/<how>/<metric>/layer{l}/head{h}``, and ``.../layer{l}/all`` for the whole layer)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from attention_lab.head_metrics import HeadMetric
+from attention_lab.analysis.head_metrics import HeadMetric
 from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_LAYERS
 
 DESCRIPTIONS = {
@@ -19,7 +19,7 @@ DESCRIPTIONS = {
 
 
 def parse_tag(tag: str) -> HeadMetric | None:
-    """The family, layer and head of a head score's or an ablation's tag (:mod:`attention_lab.head_metrics`, the one
+    """The family, layer and head of a head score's or an ablation's tag (:mod:`attention_lab.analysis.head_metrics`, the one
     place that writes them), or None for any other scalar and for a layer or head beyond the tab's limits (a grid
     is as large as its highest layer and head)."""
     record = HeadMetric.parse(tag)

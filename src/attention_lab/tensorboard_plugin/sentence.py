@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attention_lab.review.cli import ReviewError
+from attention_lab.errors import ReviewError
 from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_LAYERS, most_words, weights_for_page
 
 log = logging.getLogger(__name__)
@@ -55,10 +55,10 @@ def keep(kept: OrderedDict, key: tuple, value, bound: int) -> None:
 
 def import_model_code() -> None:
     """torch and the model imported, and a small model built on PyTorch's meta device, for later requests: each
-    request checks its checkpoint's declared size there (attention_lab.model_bounds), and the first weights
+    request checks its checkpoint's declared size there (attention_lab.records.model_bounds), and the first weights
     initialised on that device import the rest of torch. A failure waits for the request to say it."""
     try:
-        from attention_lab.model_bounds import declared_numbers
+        from attention_lab.records.model_bounds import declared_numbers
 
         declared_numbers({"name": "self"}, 2)
     except ImportError as err:
@@ -103,8 +103,8 @@ class SentenceModels:
     def files_of(self, run: str):
         """The run's files and the key of its checkpoint; the checkpoint and config must lie inside the logdir
         (a link out of it is refused as a run folder outside it is)."""
-        from attention_lab.files import SAVED_CONFIG
-        from attention_lab.review.maps import find_run
+        from attention_lab.records.files import SAVED_CONFIG
+        from attention_lab.records.trained_run import find_run
 
         run_dir = run_dir_of(self.logdir, run)
         root = Path(self.logdir).expanduser().resolve()
@@ -133,7 +133,7 @@ class SentenceModels:
             return None
 
     def module_for(self, run: str) -> Loaded:
-        from attention_lab.review.maps import load_module
+        from attention_lab.records.trained_run import load_module
 
         files, key = self.files_of(run)
         found = self.kept(key)

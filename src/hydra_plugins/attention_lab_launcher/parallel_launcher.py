@@ -40,7 +40,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from attention_lab.review.escape import console
+from attention_lab.records.escape import console
 from hydra_plugins.attention_lab_launcher.lifeline import watch_launcher
 
 log = logging.getLogger(__name__)

@@ -55,7 +55,7 @@ class ProductSweeper(Sweeper):
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
-        from attention_lab.files import FOLDS, MULTIRUN_RECORD, write_json
+        from attention_lab.records.files import FOLDS, MULTIRUN_RECORD, write_json
         from attention_lab.run.preflight import check_product_sweep, command_overrides, refuse
         from attention_lab.run.run_info import claim_new_sweep
         from attention_lab.run.sweep_jobs import params_arguments, planned_jobs

@@ -21,9 +21,9 @@ from omegaconf.errors import ValidationError
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary, tokenize
-from attention_lab.did_you_mean import did_you_mean
 from attention_lab.errors import ConfigError
 from attention_lab.lazy_registry import LazyRegistry
+from attention_lab.names import did_you_mean
 
 Pairs = list[tuple[list[int], list[int]]]
 # Every task's name, read from the package's sources; a task's module is imported when its class is first used.
@@ -100,7 +100,7 @@ class Task:
         return typed_options(cls.name, cls.Options, values)
 
     def head_score_kind(self, config: TaskConfig) -> str | None:
-        """The head score (a kind of :data:`attention_lab.head_scores.HEAD_SCORE_KINDS`) whose pattern solves this
+        """The head score (a kind of :data:`attention_lab.analysis.head_scores.HEAD_SCORE_KINDS`) whose pattern solves this
         task, if one does: the head the attention tab and the HTML head view open on. None: no single pattern."""
         return None
 

@@ -91,7 +91,7 @@ export function mountHeadView(parts, data, options = {}) {
     parts.layerSelect.value = String(state.layer);
     for (const b of parts.heads.querySelectorAll("button.head"))
       b.classList.toggle("selected", state.heads.includes(Number(b.dataset.head)));
-    // A signed map (review/colour_scale.py): opacity is |weight| over the largest |weight|, negatives dashed.
+    // A signed map (plotting/colour_scale.py): opacity is |weight| over the largest |weight|, negatives dashed.
     const signed = Boolean(data.scale && data.scale.signed);
     const headText = state.heads.length === 1 ? "head " + state.heads[0] : "heads " + state.heads.join(", ");
     parts.status.textContent = "layer " + state.layer + " of " + layers + " · " + headText + " of " + heads +

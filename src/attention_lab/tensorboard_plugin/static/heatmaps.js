@@ -9,7 +9,7 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const VIRIDIS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
 const RDBU_R = [[5, 48, 97], [67, 147, 195], [247, 247, 247], [214, 96, 77], [103, 0, 31]];
 
-// scale: {vmin, vmax, signed, label} from the server (review/colour_scale.py); none: the 0–1 scale.
+// scale: {vmin, vmax, signed, label} from the server (plotting/colour_scale.py); none: the 0–1 scale.
 export function weightColor(w, scale) {
   const lo = scale ? scale.vmin : 0, hi = scale ? scale.vmax : 1, stops = scale && scale.signed ? RDBU_R : VIRIDIS;
   const clipped = Math.min(Math.max(Number.isFinite(w) ? w : 0, lo), hi);

@@ -5,7 +5,7 @@ import { createControls } from "./controls.js";
 import { createPanel } from "./panel.js";
 
 // snapshot.runs[i]: {run, label, query_words, key_words, query_axis, maps: [{step, weights, scale}], scores: {step: reply},
-//   circuits: {step: reply less its loss_by_index}, loss_by_index} (review/snapshot.py)
+//   circuits: {step: reply less its loss_by_index}, loss_by_index} (tensorboard_plugin/snapshot.py)
 export function snapshotApi(snapshot) {
   const byRun = new Map(snapshot.runs.map(run => [run.run, run]));
   async function get(route, params) {

@@ -45,13 +45,6 @@ RESULTS_LIMIT = 64 << 20  # any other record: metrics.json, sweep_summary.json, 
 MAX_RECORD_DEPTH = 100
 
 
-def natural(text: str) -> int | None:
-    """The non-negative integer that ``text`` writes in ASCII digits, else None: for the numbers in names that come
-    from data (a job dir's name, a layer, head or index in a TensorBoard tag, a key of a record). ``str.isdigit``
-    also holds for characters such as "²", which ``int`` refuses, and ``str.isdecimal`` for the digits of other
-    scripts ("٣"), which would name job 3 a second time."""
-    return int(text) if text.isascii() and text.isdigit() else None
-
 
 def replace_atomically(path: Path, write: Callable[[Path], object]) -> None:
     """``write(tmp)`` beside ``path``, then rename it over ``path``: readers see the old file or the new one, and
@@ -209,3 +202,23 @@ def secondary_process() -> bool:
     this script with the same run dir). Such a worker neither claims the run dir nor writes its records."""
     return any(os.environ.get(var, "0").strip() not in ("", "0")
                for var in ("LOCAL_RANK", "NODE_RANK", "RANK", "SLURM_PROCID"))
+
+
+def escaping_link(folder: Path, only: str | None = None) -> tuple[Path, str] | None:
+    """The first symlink under ``folder`` (or under its entry ``only``) that the lab would follow elsewhere, with
+    why; None if there is none."""
+    root = folder.resolve()
+    for here, dirs, files in os.walk(root):  # os.walk never descends into a symlinked folder
+        if only is not None and Path(here) == root:
+            dirs[:] = [name for name in dirs if name == only]
+            files = [name for name in files if name == only]
+        for name in [*dirs, *files]:
+            path = Path(here) / name
+            if not path.is_symlink():
+                continue
+            target = path.resolve()
+            if path.is_dir():
+                return path.relative_to(root), f"a symlink to the folder {target}"
+            if not target.is_relative_to(root):
+                return path.relative_to(root), f"a symlink to {target}, outside it"
+    return None

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from attention_lab.analysis.head_metrics import COMPOSITIONS, composition_tag, copying_tag
 from attention_lab.attention.multihead import MultiHeadAttention
-from attention_lab.head_metrics import COMPOSITIONS, composition_tag, copying_tag
 
 
 @dataclass(frozen=True)

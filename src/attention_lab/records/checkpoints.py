@@ -12,7 +12,7 @@ import lightning as L
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from attention_lab.files import CHECKPOINTS, LAST_CHECKPOINT
+from attention_lab.records.files import CHECKPOINTS, LAST_CHECKPOINT
 
 log = logging.getLogger(__name__)
 

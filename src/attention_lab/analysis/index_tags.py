@@ -1,4 +1,4 @@
-"""The tags of the loss by target index, ``val/loss_by_index/<i>`` (:mod:`attention_lab.loss_by_index`), and back.
+"""The tags of the loss by target index, ``val/loss_by_index/<i>`` (:mod:`attention_lab.analysis.loss_by_index`), and back.
 Light (no torch): the final metrics table, the HParams metrics and ``compare.py`` leave these many per-index
 values out of their columns, and the review draws them as one heatmap instead."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from attention_lab.files import natural
+from attention_lab.names import natural
 
 LOSS_BY_INDEX = "val/loss_by_index"
 

@@ -25,10 +25,10 @@ from datetime import datetime, timezone
 from itertools import chain
 from pathlib import Path, PurePosixPath
 
-from attention_lab.files import MULTIRUN_RECORD
-from attention_lab.review.bundle import BundleError, bundle
-from attention_lab.review.cli import ReviewError, output_dir, written
-from attention_lab.run.resume import escaping_link
+from attention_lab.errors import ReviewError
+from attention_lab.records.files import MULTIRUN_RECORD, escaping_link
+from attention_lab.review.cli import output_dir, written
+from attention_lab.tensorboard_plugin.bundle import BundleError, bundle
 
 # Numbers (weights of every step) a snapshot holds: some 30 MB of page, far above a lab run's (a default run logs
 # a few dozen steps of 2 layers x 4 heads x 8 x 8 words) and still a page a browser opens.
@@ -161,9 +161,9 @@ def read_runs(run_dir: Path) -> list[dict]:
     )
     from tensorboard.plugins.scalar import metadata as scalar_metadata
 
+    from attention_lab.records.run_names import PLUGIN_NAME
     from attention_lab.tensorboard_plugin.declared import DeclaredSizes
     from attention_lab.tensorboard_plugin.run_data import Source
-    from attention_lab.tensorboard_plugin.summary import PLUGIN_NAME
 
     # Runs are named as under `tensorboard --logdir outputs`, from the date folder down (<date>/<time>/tensorboard/..)
     root = run_dir.parents[1] if len(run_dir.parts) > 2 else run_dir.parent
@@ -186,10 +186,10 @@ def read_runs(run_dir: Path) -> list[dict]:
 
 def read_run(source, name: str, budget: PageBudget) -> dict:
     """One run's part of the page (see :func:`read_runs`), with its logged ``steps``. Raises ReviewError."""
+    from attention_lab.records.run_names import run_label
     from attention_lab.tensorboard_plugin.circuit_views import circuit_series, logged_views, loss_by_index
     from attention_lab.tensorboard_plugin.focus import annotate
     from attention_lab.tensorboard_plugin.run_data import CellBudget, NoMaps, point_maps
-    from attention_lab.tensorboard_plugin.run_names import run_label
     from attention_lab.tensorboard_plugin.scores import grids_at
 
     try:

@@ -16,7 +16,7 @@ pattern names; it lies in 0..1 (1: the head always attends there and nowhere els
   how much a head uses the first token as an attention sink (Xiao et al. 2023).
 - ``prefix_matching``: Olsson et al.'s (2022) prefix-matching score, the ``induction`` pattern measured not on the
   validation batch but on a fixed probe that no task chose: random distinct words of the vocabulary, repeated
-  twice (:mod:`attention_lab.prefix_matching`). ``induction`` asks whether the head reads the earlier copy in the
+  twice (:mod:`attention_lab.analysis.prefix_matching`). ``induction`` asks whether the head reads the earlier copy in the
   task's own inputs; ``prefix_matching`` whether it does so on any repeated words.
 
 :data:`DETECTORS` is the one definition of the kinds: :data:`HEAD_SCORE_KINDS` and everything that names a kind
@@ -123,7 +123,7 @@ DETECTORS: Mapping[str, Detector] = MappingProxyType({
     "prefix_matching": induction_score,
 })
 HEAD_SCORE_KINDS: tuple[str, ...] = tuple(DETECTORS)
-# The kinds measured on the repeated random probe (attention_lab.prefix_matching), not on the validation batch.
+# The kinds measured on the repeated random probe (attention_lab.analysis.prefix_matching), not on the validation batch.
 PROBE_KINDS: frozenset[str] = frozenset({"prefix_matching"})
 BATCH_KINDS: tuple[str, ...] = tuple(kind for kind in HEAD_SCORE_KINDS if kind not in PROBE_KINDS)
 

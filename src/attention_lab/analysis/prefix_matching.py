@@ -1,7 +1,7 @@
 """The probe of Olsson et al.'s (2022) prefix-matching score: random words repeated twice.
 
 Prefix matching is the attention from a token of the second copy to the token right after its occurrence in the
-first copy (the ``induction`` pattern of :mod:`attention_lab.head_scores`). Measured on such a probe rather than
+first copy (the ``induction`` pattern of :mod:`attention_lab.analysis.head_scores`). Measured on such a probe rather than
 on the task's inputs, it asks whether a head matches prefixes in any text: the probe is the same for every task,
 drawn once from the vocabulary's words with a fixed seed, so runs of different tasks and seeds are scored on
 one input.

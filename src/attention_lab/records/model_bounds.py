@@ -3,7 +3,7 @@ really stores before anything of the model's size is allocated.
 
 A checkpoint is data from anywhere: its hparams declare the model's shape and its ``state_dict`` holds the weights,
 and neither is trusted to say what the model costs. In the order :func:`check_checkpoint` and its caller
-(:func:`attention_lab.review.maps.load_module`) apply them:
+(:func:`attention_lab.records.trained_run.load_module`) apply them:
 
 - the archive (:func:`check_archive`, before ``torch.load``): torch.save stores its records uncompressed, one after
   another, so what loading allocates is at most the file's size. A compressed record, or records that together

@@ -15,7 +15,7 @@ import numpy as np
 from tensorboard.compat.proto import summary_pb2
 from tensorboard.util import tensor_util
 
-from attention_lab.tensorboard_plugin import PLUGIN_NAME
+from attention_lab.records.run_names import PLUGIN_NAME
 
 PROBE_TAG = "attention_lab/probe"
 FORMAT_VERSION = 1

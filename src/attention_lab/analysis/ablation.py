@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attention_lab.analysis.head_metrics import ABLATIONS, ablation_family, tag
 from attention_lab.attention.hooks import Edit, capture, intervene, replace_heads, zero_heads
 from attention_lab.data.corpus import PAD_ID
-from attention_lab.head_metrics import ABLATIONS, ablation_family, tag
 
 Batch = tuple[Tensor, Tensor]
 

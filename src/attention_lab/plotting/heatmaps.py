@@ -14,7 +14,7 @@ from matplotlib.path import Path
 from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D, Bbox
 
-from attention_lab.review.colour_scale import UNIT_SCALE, ColourScale
+from attention_lab.plotting.colour_scale import UNIT_SCALE, ColourScale
 
 ANNOTATED_CELLS = 100  # maps with at most this many cells show their weights
 ANNOTATION_SIZE = 7  # points

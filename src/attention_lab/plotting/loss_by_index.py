@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from attention_lab.plotting import DPI, run_title
+from attention_lab.plotting.heatmaps import DPI, run_title
 
 
 def loss_grid(rows: Sequence[Sequence[float | None]]) -> np.ndarray:

@@ -5,14 +5,14 @@ Tags: ``<family>/layer{l}/head{h}``, or ``<family>/layer{l}/all`` for a whole la
 with the families
 
 - ``attention_entropy``: mean entropy of the head's attention rows (nats);
-- ``head_score/<kind>``: a detector score, kind in :data:`attention_lab.head_scores.HEAD_SCORE_KINDS` (declared there
+- ``head_score/<kind>``: a detector score, kind in :data:`attention_lab.analysis.head_scores.HEAD_SCORE_KINDS` (declared there
   once, with its detector);
 - ``ablation/<how>/<metric>``: what switching the head off costs on the validation set
-  (:mod:`attention_lab.ablation`), how in :data:`ABLATIONS`, metric in :data:`ABLATION_METRICS`;
+  (:mod:`attention_lab.analysis.ablation`), how in :data:`ABLATIONS`, metric in :data:`ABLATION_METRICS`;
 - ``patching/logit_diff``: the fraction of the clean-minus-corrupted logit difference that patching the head's
-  clean output into the corrupted run restores (:mod:`attention_lab.patching`).
+  clean output into the corrupted run restores (:mod:`attention_lab.analysis.patching`).
 
-The circuit scores of :mod:`attention_lab.circuits` are named here too: ``composition/<kind>/layer{a}/head{i}/
+The circuit scores of :mod:`attention_lab.analysis.circuits` are named here too: ``composition/<kind>/layer{a}/head{i}/
 layer{b}/head{j}`` for a pair of heads and ``circuit/copying/layer{l}/head{h}``.
 
 Light (no torch import): the config checks use it.
@@ -24,8 +24,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from attention_lab.files import natural
-from attention_lab.head_scores import HEAD_SCORE_KINDS
+from attention_lab.analysis.head_scores import HEAD_SCORE_KINDS
+from attention_lab.names import natural
 
 ABLATIONS = ("zero", "mean")  # the head's output set to 0 / to its mean over the validation set
 ABLATION_METRICS = ("loss", "token_acc")  # loss: the increase; token_acc: the drop
