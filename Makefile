@@ -21,9 +21,9 @@ STAMP := $(VENV)/.installed
 VENV_MIN ?= .venv-min
 MIN_BIN := $(VENV_MIN)/bin
 MIN_STAMP := $(VENV_MIN)/.installed
-MIN_TESTS ?= tests/test_configs.py tests/test_train.py tests/test_hparams.py tests/test_tensorboard_server.py \
-	tests/test_parallel_launcher.py tests/test_sweep_jobs.py tests/test_sweep_resume.py tests/test_compare.py \
-	tests/test_compare_records.py
+MIN_TESTS ?= tests/run/test_configs.py tests/test_train.py tests/records/test_hparams.py tests/e2e/test_tensorboard_server.py \
+	tests/e2e/test_parallel_launcher.py tests/run/test_sweep_jobs.py tests/run/test_sweep_resume.py tests/review/test_compare.py \
+	tests/review/test_compare_records.py
 
 .PHONY: setup train tensorboard test test-gpu test-all test-min lint reproduce bench slurm-up slurm-down clean
 

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from benchmarks.kernels import FULL_KERNELS, QUICK_KERNELS
+    from benchmarks.kernel_shape import FULL_KERNELS, QUICK_KERNELS
     from benchmarks.machine import load_average, machine_info
     from benchmarks.rows import rows_to_json
     from benchmarks.targets import target_rows

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             console.print(printable(verdict.line()), highlight=False, markup=False, soft_wrap=True)
         paths = write_reports(sweep, out)
         if args.heads:
-            from attention_lab.analysis.head_metrics import HEAD_SCORE_KINDS
+            from attention_lab.analysis.tags import HEAD_SCORE_KINDS
             from attention_lab.review.heads_table import heads_markdown
 
             ranking = [kind.strip() for kind in args.heads.split(",")]

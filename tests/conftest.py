@@ -347,7 +347,7 @@ def tiny_trained_run(tmp_path_factory) -> Path:
     seconds), shared by every test that needs a checkpoint. Treat it as read-only."""
     def build(folder: Path) -> None:
         run_train(folder / "run", "max_steps=60", "task.train_size=256", "task.val_size=64",
-                  "~callbacks.attention_maps")
+                  "callbacks.attention_maps.images=false")
     return built_once(tmp_path_factory, "tiny_trained_run", build) / "run"
 
 
@@ -413,10 +413,10 @@ def trained_induction(tmp_path_factory):
 # What a run whose test reads only its training metrics (loss, accuracy, head scores, ablation) leaves out: the
 # callbacks that draw, or record for the attention tab and the circuit views. They observe: a run trains to the
 # same numbers without them.
-OBSERVERS_OFF = ["~callbacks.head_score_maps", "~callbacks.attention_summaries", "~callbacks.loss_by_index_map",
+OBSERVERS_OFF = ["~callbacks.head_score_maps", "~callbacks.attention_maps", "~callbacks.loss_by_index_map",
                  "~callbacks.circuit_scores", "~callbacks.module_values", "patching=false"]
 # A sweep's jobs at their smallest: 2 steps, no images drawn at the final validation.
-TINY_JOB = ["max_steps=2", "task.train_size=64", "task.val_size=32", "~callbacks.attention_maps",
+TINY_JOB = ["max_steps=2", "task.train_size=64", "task.val_size=32", "callbacks.attention_maps.images=false",
             "~callbacks.head_score_maps", "ablation=[]"]
 
 
@@ -438,8 +438,8 @@ def interrupted_run(tmp_path_factory) -> Path:
     def build(folder: Path) -> None:
         run_dir = folder / "run"
         proc = start_train("max_steps=100000", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=10",
-                           "~callbacks.attention_maps", "~callbacks.early_stopping", "~callbacks.head_score_maps",
-                           "ablation=[]", f"hydra.run.dir={run_dir}")
+                           "callbacks.attention_maps.images=false", "~callbacks.early_stopping",
+                           "~callbacks.head_score_maps", "ablation=[]", f"hydra.run.dir={run_dir}")
         stdout, stderr = signal_when(proc, lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), "a checkpoint",
                                      signal.SIGTERM)
         assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]

@@ -23,9 +23,8 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import compose_config, run_in_process
+from conftest import ROOT, compose_config, run_in_process
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 BENCHMARK = SCRIPTS / "benchmark.py"
 
@@ -303,7 +302,7 @@ def test_profiler_times_one_callbacks_hooks_and_the_timer_records_them(tmp_path)
 
 def test_logging_events_and_time_in_logger():
     overhead = harness("logging_overhead")
-    # The map logger logs its predictions once per doubling (callbacks/log_schedule.py's is_doubling): at
+    # The map logger logs its predictions once per doubling (callbacks/probe_logging.py's is_doubling): at
     # every_n_steps=1, steps 10, 20, 40, ...; batch i ends step i + 1; then the end of training (step 25) ...
     ends = [0.1] * 25
     ends[9], ends[19] = 3.0, 4.0

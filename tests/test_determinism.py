@@ -14,7 +14,7 @@ from conftest import run_train, start_train
 
 # Dropout on: the random state matters too.
 CONFIG = ["max_steps=12", "task.train_size=256", "task.val_size=64", "trainer.val_check_interval=5",
-          "model.dropout=0.1", "~callbacks.attention_maps"]
+          "model.dropout=0.1", "callbacks.attention_maps.images=false"]
 
 
 def assert_bit_identical(first, second, where: str = "") -> None:

@@ -22,7 +22,7 @@ PRESETS = {  # preset -> (the settings it sweeps, jobs)
                                "seed": ["0", "1", "2", "3", "4"]}, 25),
     "kv_heads": ({"kv_heads": ["4", "2", "1"], "seed": ["0", "1", "2", "3", "4"]}, 15),
     "mask_ablation": ({"mask": ["none", "causal"]}, 2),
-}  # experiment=zoology and experiment=mqar (48 and 320 jobs): tests/test_zoology.py and tests/test_mqar.py
+}  # experiment=zoology and experiment=mqar (48 and 320 jobs): tests/data/test_zoology.py and tests/data/test_mqar.py
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -63,8 +63,7 @@ def metrics(job: Path) -> dict:
 def test_two_layers_find_induction_and_one_does_not(tmp_path: Path, single_thread):
     sweep = tmp_path / "induction"
     # 200 of the preset's 600 steps: the differences below already hold, with seed 0 and with seed 1.
-    run_train(sweep, "experiment=induction_heads", "seed=0", "max_steps=200", "~callbacks.attention_maps",
-              *OBSERVERS_OFF, multirun=True)
+    run_train(sweep, "experiment=induction_heads", "seed=0", "max_steps=200", *OBSERVERS_OFF, multirun=True)
     one, two = metrics(sweep / "0"), metrics(sweep / "1")
     assert (one["hparams"]["layers"], two["hparams"]["layers"]) == (1, 2)
     assert two["val/seq_acc"] >= 0.95 and one["val/seq_acc"] <= 0.85, (one["val/seq_acc"], two["val/seq_acc"])
@@ -83,7 +82,7 @@ def test_rope_carries_over_to_longer_inputs_and_learned_positions_do_not(tmp_pat
     sweep = tmp_path / "length"
     # 150 of the preset's 800 steps: the differences below already hold, with seed 0 and with seed 1.
     run_train(sweep, "experiment=length_generalisation", "seed=0", "position=learned,rope", "max_steps=150",
-              "~callbacks.attention_maps", *OBSERVERS_OFF, multirun=True)
+              *OBSERVERS_OFF, multirun=True)
     learned, rope = metrics(sweep / "0"), metrics(sweep / "1")
     assert learned["val/seq_acc"] >= 0.99 and rope["val/seq_acc"] >= 0.99  # both solve the lengths they saw
     assert learned["ood/seq_acc"] <= 0.05 and rope["ood/seq_acc"] >= 0.5, (learned["ood/seq_acc"], rope["ood/seq_acc"])

@@ -102,7 +102,7 @@ for n, override in enumerate(json.loads(sys.argv[2])):
     proc = run_train(out / f"bad{n}", "model=cosine", "task=rotate", override, check=False)
     seen[override] = {"returncode": proc.returncode, "stderr": proc.stderr, "created": (out / f"bad{n}").exists()}
 proc = run_train(out / "run", "model=cosine", "task=rotate", "max_steps=4", "task.train_size=64", "task.val_size=32",
-                 "~callbacks.attention_maps", "~callbacks.head_score_maps", "ablation=[]",
+                 "callbacks.attention_maps.images=false", "~callbacks.head_score_maps", "ablation=[]",
                  "model.options.unit=keys", "task.options.shift=2", check=False)
 seen["train"] = {"returncode": proc.returncode, "stderr": proc.stderr[-3000:]}
 if proc.returncode == 0:
@@ -130,11 +130,11 @@ BAD_OPTIONS = {
 # registries (a row per variant, per task or per class fact), run on the copy with the cases a new name adds or
 # changes: those named after the new variant or task, and those that check every variant or task at once (--help's
 # lists among them). The whole default suite on the copy is test_the_whole_default_suite_passes_on_the_copy (slow).
-REGISTRY_TESTS = ["tests/test_configs.py", "tests/test_variant_configs.py", "tests/test_errors.py",
-                  "tests/test_variant_facts.py", "tests/test_attention_variants.py", "tests/test_state_size.py",
-                  "tests/test_tensorboard_tab.py", "tests/test_gradcheck.py", "tests/test_help.py",
-                  "tests/test_docs_tables.py", "tests/test_config_help.py", "tests/test_tasks.py",
-                  "tests/test_smeared_keys.py"]
+REGISTRY_TESTS = ["tests/run/test_configs.py", "tests/attention/test_variant_configs.py", "tests/e2e/test_errors.py",
+                  "tests/attention/test_variant_facts.py", "tests/attention/test_attention_variants.py", "tests/attention/test_state_size.py",
+                  "tests/tensorboard_plugin/test_tensorboard_tab.py", "tests/attention/test_gradcheck.py", "tests/run/test_help.py",
+                  "tests/test_docs_tables.py", "tests/test_config_help.py", "tests/data/test_tasks.py",
+                  "tests/attention/test_smeared_keys.py"]
 SELECTED = ("cosine or rotate or groups_offer or rows_cover or compose_errors or declarations_match or source_reader "
             "or every_tasks_kind or listed_are_the_registries or every_group_a_user_chooses or docs_hold "
             "or every_group_with_every_option or every_variant_once or every_tasks_own_options or smears_on_both "

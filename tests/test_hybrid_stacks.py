@@ -109,7 +109,7 @@ def test_a_stack_trains_through_the_script(tmp_path: Path, single_thread):
     run = tmp_path / "run"
     proc = run_train(run, "mixers=[gated_deltanet,multihead]", "layers=2", *CAUSAL, "max_steps=8",
                      "task.train_size=128", "task.val_size=32", "trainer.val_check_interval=4",
-                     "~callbacks.attention_maps")
+                     "callbacks.attention_maps.images=false")
     # The console says each layer's state, and which layers the circuit scores skip and why.
     console = proc.stdout + proc.stderr
     assert "KV cache per token: 96 numbers, in layer 1 (multihead); layer 0 (gated_deltanet) keeps a state of" \
@@ -127,11 +127,11 @@ def test_a_stack_trains_through_the_script(tmp_path: Path, single_thread):
 
 
 def test_the_map_images_name_each_layers_variant():
-    from attention_lab.callbacks.attention_maps import AttentionMapLogger
+    from attention_lab.callbacks.probe_logging import ProbeLogger
     from test_attention_maps import FakeModule
 
     module = FakeModule(encoder_decoder=False)
     module.config.mixers = ["gated_deltanet", "multihead"]
-    titles = [title for _, title, _ in AttentionMapLogger(run_name="run").heatmaps(module, ["Life", "is"], 7)]
+    titles = [title for _, title, _ in ProbeLogger(run_name="run").heatmaps(module, ["Life", "is"], 7)]
     assert titles[0].endswith("layer 0 (gated_deltanet), head 0 · step 7")
     assert titles[-1].endswith("layer 1 (multihead), head 3 · step 7")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from attention_lab.lazy_registry import LazyRegistry
-from conftest import script_env
+from conftest import ROOT, script_env
 
 # A package of two modules, each registering classes the way the variants and tasks do, and one that does not.
 MODULES = {
@@ -125,7 +125,7 @@ def test_building_one_variant_and_one_task_imports_only_theirs():
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     shown = json.loads(proc.stdout.strip().splitlines()[-1])
-    package = Path(__file__).resolve().parents[1] / "src" / "attention_lab"
+    package = ROOT / "src" / "attention_lab"
 
     def declared(folder: Path, decorator: str) -> list[str]:
         return sorted(line.split('"')[1] for path in folder.glob("*.py") for line in path.read_text().splitlines()

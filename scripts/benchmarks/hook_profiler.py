@@ -17,7 +17,7 @@ from lightning.pytorch.profilers import Profiler
 class CallbackHookProfiler(Profiler):
     """Seconds of every call of the hooks of the callback whose class is named ``callback``."""
 
-    def __init__(self, callback: str = "AttentionMapLogger") -> None:
+    def __init__(self, callback: str = "ProbeLogger") -> None:
         super().__init__()
         self.prefix = f"[Callback]{callback}."
         self.started: dict[str, float] = {}

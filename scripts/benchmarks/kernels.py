@@ -16,27 +16,11 @@ import torch
 from torch import Tensor, nn
 from torch.utils import benchmark
 
+from benchmarks.kernel_shape import KernelShape
 from benchmarks.memory import memory_rows
 from benchmarks.rows import Progress, Row, median, no_progress
 from benchmarks.twins import AlibiSDPA, GroupedQuerySDPA, PlainCausalMHA, RotarySDPA
 
-
-@dataclass(frozen=True)
-class KernelShape:
-    batch: int
-    tokens: int
-    d_model: int
-    heads: int
-    memory_batch: int  # peak-memory rows: one forward at this batch and length
-    memory_tokens: int
-    min_run_time: float  # seconds per Timer measurement (at least one call after the warm-up call)
-
-
-# Chapter 3's efficient-MHA comparison: batch 8, 1024 tokens, d=768, 12 heads, causal, float32.
-FULL_KERNELS = KernelShape(batch=8, tokens=1024, d_model=768, heads=12, memory_batch=1, memory_tokens=4096,
-                           min_run_time=0.2)
-QUICK_KERNELS = KernelShape(batch=2, tokens=128, d_model=96, heads=4, memory_batch=1, memory_tokens=512,
-                            min_run_time=0.02)
 GEMM_SIZE = 2048
 TWIN_LIMIT = 1.10  # each variant's fwd+bwd against its hand-written twin
 

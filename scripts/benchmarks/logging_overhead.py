@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from attention_lab.callbacks.log_schedule import is_doubling
+from attention_lab.callbacks.probe_logging import is_doubling
 from benchmarks.rows import Row, check, median
 from benchmarks.training import MAPS_OFF
 

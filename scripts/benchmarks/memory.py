@@ -15,7 +15,7 @@ from benchmarks.processes import in_fresh_process
 from benchmarks.rows import Progress, Row, no_progress
 
 if TYPE_CHECKING:
-    from benchmarks.kernels import KernelShape
+    from benchmarks.kernel_shape import KernelShape
 
 
 def rss_mib(field_name: str) -> float:

@@ -27,10 +27,10 @@ class TrainingPlan:
 
 FULL_TRAINING = TrainingPlan(max_steps=None, warmup_steps=20, rounds=3)
 QUICK_TRAINING = TrainingPlan(max_steps=30, warmup_steps=5, rounds=1)
-# "Maps off": neither the PNG maps nor the attention tab's tensor summaries
-MAPS_OFF = ("~callbacks.attention_maps", "~callbacks.attention_summaries")
+# "Maps off": neither the PNG maps nor the attention tab's tensor summaries (one callback logs both)
+MAPS_OFF = ("~callbacks.attention_maps",)
 ABLATION_OFF = ("ablation=[]", "patching=false")  # the head ablation and patching of the final validation, off
-MAP_LOGGER = "AttentionMapLogger"  # the class whose hooks the profiler times
+MAP_LOGGER = "ProbeLogger"  # the class whose hooks the profiler times
 
 
 def timing_overrides(timer_path: Path, warmup_steps: int) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.analysis.head_metrics import (
+from attention_lab.analysis.tags import (
     ABLATION_METRICS,
     ABLATIONS,
     ENTROPY,
@@ -23,6 +23,7 @@ from attention_lab.analysis.head_metrics import (
     PATCHING,
     HeadMetric,
 )
+from attention_lab.analysis.validation_metrics import OOD, measured_tags
 from attention_lab.attention.arguments import (
     CAUSAL_ONLY_REASON,
     accepts_bidirectional,
@@ -49,8 +50,6 @@ from attention_lab.errors import ConfigError
 from attention_lab.names import did_you_mean
 from attention_lab.trainer_rules import check_trainer_names
 
-VAL_METRICS = ("val/seq_acc", "val/token_acc", "val/loss")  # what the final validation measures
-OOD_METRICS = ("ood/seq_acc", "ood/token_acc", "ood/loss")  # ... on the longer set, when there is one
 # The longest positional table: the tasks' sequences are short, and 10**9 positions would allocate ~190 GB.
 MAX_CONTEXT_LENGTH = 4096
 
@@ -354,24 +353,21 @@ def check_optimized_metric(cfg: DictConfig, variant: VariantFacts) -> None:
     metric = str(cfg.get("optimized_metric"))
     record = HeadMetric.parse(metric)
     ood = cfg.task.get("ood_min_len") is not None
-    if metric in VAL_METRICS or (ood and metric in OOD_METRICS):
-        return
-    if metric == "val/in_context_score" and cfg.task.name == "induction":
+    scalars = measured_tags(str(cfg.task.name), ood=ood)  # the scalars the module logs (analysis.validation_metrics)
+    if metric in scalars:
         return
     if record is not None and per_head_metric_allowed(cfg, record, variant):
         return
-    ood_note = "" if ood else " (ood/* needs task.ood_min_len and task.ood_max_len)"
+    ood_note = "" if ood else f" ({OOD}/* needs task.ood_min_len and task.ood_max_len)"
     scores = "" if variant.takes_source else f", head_score/<{'|'.join(HEAD_SCORE_KINDS)}>/layer<l>/head<h>"
     hows = ablations(cfg, variant)
     ablation = (f", ablation/<{'|'.join(hows)}>/<{'|'.join(ABLATION_METRICS)}>/layer<l>/<head<h>|all>"
                 if hows else "")
-    in_context = ", val/in_context_score" if cfg.task.name == "induction" else ""
     if patches(cfg):
         ablation += f", {PATCHING}/layer<l>/<head<h>|all>"
-    raise ConfigError(f"optimized_metric={metric} is invalid: choose one of {', '.join(VAL_METRICS)}"
-                      f"{', ' + ', '.join(OOD_METRICS) if ood else ''}{in_context}, {ENTROPY}/layer<l>/head<h>"
-                      f"{scores}{ablation}, with l < layers={cfg.model.layers} and h < heads={cfg.model.num_heads}"
-                      f"{ood_note}")
+    raise ConfigError(f"optimized_metric={metric} is invalid: choose one of {', '.join(scalars)}, "
+                      f"{ENTROPY}/layer<l>/head<h>{scores}{ablation}, with l < layers={cfg.model.layers} and "
+                      f"h < heads={cfg.model.num_heads}{ood_note}")
 
 
 def check_trainer(cfg: DictConfig) -> None:

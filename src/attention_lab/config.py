@@ -200,10 +200,12 @@ class TrainConfig:
     max_steps: int = knob(1500, help="training steps at most (early stopping ends a solved run sooner)",
                           more="See `callbacks` under [Groups](#groups-defaults-in-bold)")
     max_epochs: int | None = knob(None, help="epochs at most; null: max_steps alone bounds the run")
+    # The validation's scalars are listed where they are declared (analysis/validation_metrics.py, below config's
+    # floor), in the docs' table that `make docs` writes from there.
     optimized_metric: str = knob("val/seq_acc", help="the final metric the run returns (what Optuna optimises)",
-                                 more="Also `val/token_acc`, `val/loss`, `ood/*` (with a longer validation set), "
-                                 "`val/in_context_score` (`task=induction`; not the `val/loss_by_index/{i}` values), "
-                                 "`attention_entropy/layer<l>/head<h>`, `head_score/<kind>/layer<l>/head<h>`, "
+                                 more="Also any other scalar of the final validation ([Validation metrics]"
+                                 "(#validation-metrics); not the `val/loss_by_index/{i}` values), or a value of one "
+                                 "head: `attention_entropy/layer<l>/head<h>`, `head_score/<kind>/layer<l>/head<h>`, "
                                  "`ablation/<how>/<metric>/layer<l>/head<h>` or `.../layer<l>/all`, "
                                  "`patching/logit_diff/layer<l>/head<h>` or `.../layer<l>/all` (a task with a "
                                  "corruption)")
@@ -214,7 +216,7 @@ class TrainConfig:
                                             more="10 logs per doubling of the step (with 10: steps 10, 20, …, 190, "
                                             "then 200, 220, …, 380, then 400, 440, …), and at the end; the "
                                             "`predictions` text once per doubling (10 N, 20 N, 40 N, …); "
-                                            "callbacks/log_schedule.py")
+                                            "callbacks/probe_logging.py")
     num_predictions_logged: int = knob(4, help="validation examples shown in TensorBoard's Text tab")
     ablation: list[str] | None = knob(None, help="head ablations at the end: [zero,mean]; null: both; []: none",
                                       more="Of the final validation (see [What TensorBoard shows]"

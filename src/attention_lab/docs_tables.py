@@ -2,7 +2,8 @@
 fact lives: the knobs from the schema (their ``knob(...)`` fields), the groups and their options from the config
 search path (as ``--help`` lists them), the variants from their classes (``origin``, ``summary``, the docstring's
 first paragraph and the facts the config checks read), the tasks from theirs (``summary``, ``lengths`` and their
-``Options`` fields' meanings), the head-score kinds from their detectors. ``make docs`` (``python -m
+``Options`` fields' meanings), the head-score kinds from their detectors, the package's layout from its modules'
+docstrings. ``make docs`` (``python -m
 attention_lab.docs_tables``, in the project's root) rewrites each table in place, between two marker lines::
 
     <!-- generated (make docs): variants -->
@@ -24,7 +25,7 @@ from typing import Any
 from attention_lab.run.config_help import GROUPS, as_typed, knob_fields, search_path_options, user_groups
 
 # The pages that hold generated tables, relative to the project's root.
-PAGES = ("README.md", "docs/library.md", "docs/configuration.md", "docs/tensorboard.md")
+PAGES = ("README.md", "docs/library.md", "docs/configuration.md", "docs/tensorboard.md", "docs/development.md")
 MARKED = re.compile(r"^(<!-- generated \(make docs\): (\w+) -->\n)(.*?)^(<!-- end generated -->)$", re.MULTILINE | re.DOTALL)
 
 
@@ -96,6 +97,20 @@ def head_score_table() -> str:
     return "\n".join(rows)
 
 
+def validation_metric_table() -> str:
+    """Every scalar a validation logs, as its one declaration says (what ``optimized_metric`` may name besides the
+    per-head values): its tag, which runs measure it, and what it is. The validation set's first."""
+    from attention_lab.analysis.validation_metrics import SPLIT_RUNS, SPLITS, VALIDATION_METRICS
+
+    rows = ["| metric | measured | what it is |", "|---|---|---|"]
+    for split in SPLITS:
+        for metric in (metric for metric in VALIDATION_METRICS if split in metric.splits):
+            runs = [f"`task={metric.task}`"] * bool(metric.task)
+            runs = "; ".join([SPLIT_RUNS[split], *runs] if split in SPLIT_RUNS else runs) or "every run"
+            rows.append(f"| `{metric.tag(split)}` | {cell(runs)} | {cell(metric.meaning)} |")
+    return "\n".join(rows)
+
+
 def group_table(cfg: Any) -> str:
     """Every group a user chooses (``cfg``: the composed default config, with ``hydra``): its options, the default
     first and in bold, and what it decides (the words of ``--help``)."""
@@ -138,6 +153,59 @@ def task_option_table() -> str:
     return "\n".join(rows)
 
 
+def analysis_table() -> str:
+    """The measurement library's public API: each module of ``attention_lab.analysis`` and what its ``__all__``
+    names, with the first paragraph of each function's or class's docstring."""
+    import importlib
+    import pkgutil
+
+    from attention_lab import analysis
+
+    rows = ["| module | name | what it does |", "|---|---|---|"]
+    for info in pkgutil.iter_modules(analysis.__path__):
+        module = importlib.import_module(f"{analysis.__name__}.{info.name}")
+        for name in getattr(module, "__all__", ()):
+            documented = getattr(module, name)
+            what = first_paragraph(documented) if callable(documented) else ""
+            rows.append(f"| `{info.name}` | `{name}` | {what} |")
+    return "\n".join(rows)
+
+
+# A full stop that ends a sentence: not the one of "et al.", "ch. 3", "e.g." and the like.
+LONG = 160  # characters
+SENTENCE_END = re.compile(r"(?<!\bal)(?<!\bch)(?<!e\.g)(?<!i\.e)(?<!\bvs)(?<!\bcf)(?<!\beq)(?<!\bsec)\.(?:\s|$)")
+
+
+def summary_line(source: Path) -> str:
+    """The first sentence of a module's docstring (of its package's ``__init__.py`` for a folder), as one cell."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse(source.read_text(encoding="utf-8"))) or ""
+    paragraph = " ".join(doc.split("\n\n")[0].split())
+    end = SENTENCE_END.search(paragraph)
+    sentence = paragraph[:end.start() + 1] if end else paragraph
+    # A long sentence that opens with its subject and a colon ("Per-head measurements as pictures: after each
+    # validation, ...") is named by that subject: the layout is read down a column.
+    head, colon, _ = sentence.partition(": ")
+    return cell(head if colon and len(sentence) > LONG and len(head) > 20 else sentence)
+
+
+def layout_table(package: Path) -> str:
+    """Every module of the package, the top level first, then each sub-package with its modules, each with the first
+    sentence of its docstring: the layout of docs/development.md, which no one keeps by hand."""
+    rows = ["| where | what it is |", "|---|---|"]
+    name = f"src/{package.name}"
+    rows += [f"| `{name}/{path.name}` | {summary_line(path)} |"
+             for path in sorted(package.glob("*.py")) if path.name != "__init__.py"]
+    for folder in sorted(p for p in package.iterdir() if (p / "__init__.py").is_file()):
+        rows.append(f"| **`{name}/{folder.name}/`** | {summary_line(folder / '__init__.py')} |")
+        for path in sorted(folder.rglob("*.py")):
+            if path.name != "__init__.py" or path.parent != folder:
+                shown = path.relative_to(folder).as_posix()
+                rows.append(f"| `{shown}` | {summary_line(path)} |")
+    return "\n".join(rows)
+
+
 def tables(root: Path) -> dict[str, str]:
     """Every generated table of the project in ``root``, by the name its markers give."""
     from hydra import compose
@@ -150,7 +218,9 @@ def tables(root: Path) -> dict[str, str]:
     return {"knobs": knob_table(), "groups": group_table(cfg), "variants": variant_table(model, detailed=False),
             "variant_details": variant_table(model, detailed=True), "variant_capabilities": capability_table(),
             "tasks": task_table(task), "head_scores": head_score_table(),
-            "task_options": task_option_table()}
+            "task_options": task_option_table(), "layout": layout_table(Path(__file__).resolve().parent),
+            "validation_metrics": validation_metric_table(),
+            "analysis": analysis_table()}
 
 
 def rewritten(text: str, generated: dict[str, str]) -> str:

@@ -9,14 +9,22 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torchmetrics import MeanMetric
+from torchmetrics import MeanMetric, Metric
 from torchmetrics.classification import MulticlassAccuracy
 
-from attention_lab.analysis.head_metrics import ENTROPY, score_name, tag
 from attention_lab.analysis.head_scores import PROBE_KINDS, head_scores
-from attention_lab.analysis.index_tags import index_tag
 from attention_lab.analysis.loss_by_index import LossByIndex, late_minus_early
 from attention_lab.analysis.prefix_matching import repeated_random_words
+from attention_lab.analysis.tags import ENTROPY, index_tag, score_name, tag
+from attention_lab.analysis.validation_metrics import (
+    IN_CONTEXT_SCORE,
+    LOSS,
+    SEQ_ACC,
+    SPLITS,
+    TOKEN_ACC,
+    VAL,
+    measured,
+)
 from attention_lab.attention.hooks import capture
 from attention_lab.config import ModelConfig
 from attention_lab.data.corpus import PAD_ID
@@ -48,10 +56,12 @@ class AttentionLitModule(TrainedModel, L.LightningModule):
         self.ood_token_acc = MulticlassAccuracy(len(self.vocab), average="micro", ignore_index=PAD_ID)
         self.ood_seq_acc = MeanMetric()
         # Olsson et al.'s instruments (attention_lab.analysis.loss_by_index): the loss at each target index of the
-        # validation set (val/loss_by_index/<i>) and, for task=induction, loss at the last target of each sequence
-        # minus at its first (val/in_context_score).
+        # validation set (val/loss_by_index/<i>) and, in the runs of the task that analysis/validation_metrics.py
+        # names for it (induction), loss at the last target of each sequence minus at its first (val/in_context_score).
         self.loss_by_index = LossByIndex(self.config.context_length)
-        self.in_context = MeanMetric() if task_name == "induction" else None
+        self.task_name = task_name
+        in_context = any(metric.name == IN_CONTEXT_SCORE for metric in measured(VAL, task_name))
+        self.in_context = MeanMetric() if in_context else None
         self.prefix_probe = repeated_random_words(self.vocab, self.config.context_length)  # (R, T): words, twice
 
     def loss(self, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
@@ -88,26 +98,35 @@ class AttentionLitModule(TrainedModel, L.LightningModule):
             loss, logits = self.loss(batch)
         inputs, targets = batch
         preds = logits.argmax(-1)
-        prefix, token_acc, seq_acc = (("val", self.val_token_acc, self.val_seq_acc) if dataloader_idx == 0
-                                      else ("ood", self.ood_token_acc, self.ood_seq_acc))
+        token_acc, seq_acc = ((self.val_token_acc, self.val_seq_acc) if dataloader_idx == 0
+                              else (self.ood_token_acc, self.ood_seq_acc))
         token_acc(preds, targets)
         seq_acc(self.exact_sequences(preds, targets))
-        # The loss tensor is averaged over DDP processes (sync_dist; a no-op in one process); the torchmetrics
-        # objects sync themselves. Plain names for both sets: "ood/loss", not "ood/loss/dataloader_idx_1".
-        self.log(f"{prefix}/loss", loss, on_epoch=True, prog_bar=dataloader_idx == 0, sync_dist=True,
-                 add_dataloader_idx=False)
-        self.log(f"{prefix}/token_acc", token_acc, on_epoch=True, add_dataloader_idx=False)
-        self.log(f"{prefix}/seq_acc", seq_acc, on_epoch=True, prog_bar=dataloader_idx == 0,
-                 add_dataloader_idx=False)
-        if first:
-            self.log_attention_measures(inputs, cache.layers("weights"))
+        values: dict[str, Tensor | Metric] = {LOSS: loss, TOKEN_ACC: token_acc, SEQ_ACC: seq_acc}
         if dataloader_idx == 0:
             token_loss = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD_ID, reduction="none")
             self.loss_by_index.update(token_loss, targets)
             if self.in_context is not None:
                 total, count = late_minus_early(token_loss, targets)
                 self.in_context.update(total / count.clamp_min(1), weight=count)
-                self.log("val/in_context_score", self.in_context, on_epoch=True, add_dataloader_idx=False)
+                values[IN_CONTEXT_SCORE] = self.in_context
+        self.log_validation(SPLITS[dataloader_idx], values)
+        if first:
+            self.log_attention_measures(inputs, cache.layers("weights"))
+
+    def log_validation(self, split: str, values: dict[str, Tensor | Metric]) -> None:
+        """Logs the scalars that analysis/validation_metrics.py declares for ``split`` and this run's task, each
+        from ``values`` (by name), and nothing else: what the config checks accept as ``optimized_metric`` is what
+        is logged. A declared scalar without a value is an error of this module, raised at the first validation."""
+        for metric in measured(split, self.task_name):
+            if metric.name not in values:
+                raise KeyError(f"{metric.tag(split)} is declared in analysis/validation_metrics.py, but "
+                               "validation_step gives it no value")
+            value = values[metric.name]
+            # The loss tensor is averaged over DDP processes (sync_dist; a no-op in one process); the torchmetrics
+            # objects sync themselves. Plain names for both sets: "ood/loss", not "ood/loss/dataloader_idx_1".
+            self.log(metric.tag(split), value, on_epoch=True, prog_bar=metric.progress_bar and split == VAL,
+                     sync_dist=not isinstance(value, Metric), add_dataloader_idx=False)
 
     def on_validation_epoch_start(self) -> None:
         # Empty sums at the start, not after the end: a module handed to new processes can arrive with an earlier

@@ -26,14 +26,10 @@ from omegaconf import DictConfig, OmegaConf, read_write
 
 from attention_lab import startup_gc
 from attention_lab.analysis.formation_rule import unformed
-from attention_lab.analysis.index_tags import is_index_tag
 from attention_lab.analysis.layer_memory import memory_line
+from attention_lab.analysis.tags import is_index_tag
 from attention_lab.callbacks.findings import Findings
-from attention_lab.callbacks.finite_loss import StopOnNonFiniteLoss
-from attention_lab.callbacks.graceful_stop import GracefulStop
-from attention_lab.callbacks.last_checkpoint import LastCheckpoint
-from attention_lab.callbacks.rng_state import RngState
-from attention_lab.callbacks.run_end_note import RunEndNote
+from attention_lab.callbacks.lifecycle import GracefulStop, LastCheckpoint, RngState, RunEndNote, StopOnNonFiniteLoss
 from attention_lab.callbacks.steps_to_solve import StepsToSolve
 from attention_lab.data.probe import example_text
 from attention_lab.errors import TrainingInterrupted

@@ -19,14 +19,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attention_lab.analysis.head_metrics import ABLATIONS, ablation_family, tag
+from attention_lab.analysis.tags import ABLATIONS, ablation_family, tag
 from attention_lab.attention.hooks import Edit, capture, intervene, replace_heads, zero_heads
 from attention_lab.data.corpus import PAD_ID
+
+__all__ = ["ablate_heads", "head_output_name"]
 
 Batch = tuple[Tensor, Tensor]
 
 
 def head_output_name(layer: int) -> str:
+    """The hook point of layer ``layer``'s head outputs, where ablation and patching act."""
     return f"blocks.{layer}.attention.hook_head_output"
 
 

@@ -32,8 +32,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from attention_lab.analysis.head_metrics import COMPOSITIONS, composition_tag, copying_tag
+from attention_lab.analysis.tags import COMPOSITIONS, composition_tag, copying_tag
 from attention_lab.attention.multihead import MultiHeadAttention
+
+__all__ = ["head_circuits", "circuit_scores", "composition_score", "copying_score"]
 
 
 @dataclass(frozen=True)

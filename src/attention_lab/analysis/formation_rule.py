@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["counts_a_head", "unformed"]
+
 THRESHOLD = 0.5  # the induction score a head must reach
 MIN_LAYER = 1  # the rule counts the heads of the layers from this one on: above layer 0
 

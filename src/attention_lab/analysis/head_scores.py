@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from torch import Tensor
 
+__all__ = ["head_scores"]
+
 # weights (B, H, T, T) float, tokens (B, T), real (B, T) bool (True at non-pad tokens) -> (H,), or None when no
 # query of the batch has the pattern's key.
 Detector = Callable[["Tensor", "Tensor", "Tensor"], "Tensor | None"]

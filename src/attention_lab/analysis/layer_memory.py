@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+__all__ = ["memory_line"]
+
 if TYPE_CHECKING:  # the type only: the line is written for a model train() has built
     from attention_lab.model import SequenceModel
 

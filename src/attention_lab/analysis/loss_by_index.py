@@ -11,7 +11,7 @@ and the 50th token of natural text). The lab's sequences are short and every tas
 so it contrasts the last real target of each sequence with the first: the mean over sequences (with at least two
 real targets) of loss(last) − loss(first), in nats. Negative: later targets are predicted better than the first.
 It weighs two targets of each sequence with opposite signs, so it is not a function of the mean loss
-(``tests/test_loss_by_index.py`` builds two profiles with one mean loss and different scores).
+(``tests/analysis/test_loss_by_index.py`` builds two profiles with one mean loss and different scores).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from attention_lab.data.corpus import PAD_ID
+
+__all__ = ["LossByIndex", "late_minus_early"]
 
 
 def target_index(targets: Tensor) -> Tensor:

@@ -21,10 +21,12 @@ import torch
 from torch import Tensor
 
 from attention_lab.analysis.ablation import Batch, head_output_name
-from attention_lab.analysis.head_metrics import PATCHING, tag
+from attention_lab.analysis.tags import PATCHING, tag
 from attention_lab.attention.hooks import capture, intervene, replace_heads
 from attention_lab.data.corpus import PAD_ID
 from attention_lab.data.tasks import Task
+
+__all__ = ["patch_heads", "patch_batches", "corrupt_batch"]
 
 # A patched batch: clean inputs, corrupted inputs, correct targets, implied targets, the positions that count.
 Patched = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]

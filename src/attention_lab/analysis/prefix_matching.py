@@ -14,6 +14,8 @@ from torch import Tensor
 
 from attention_lab.data.corpus import BOS, PAD, UNK
 
+__all__ = ["repeated_random_words"]
+
 PROBE_ROWS = 16  # sequences in the probe
 PROBE_SEED = 0  # the same probe in every run
 

@@ -7,12 +7,10 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from attention_lab.attention.alibi import alibi_bias
 from attention_lab.attention.functional import AttentionOutput, attend
 from attention_lab.attention.hooks import HookPoint
 from attention_lab.attention.masks import padding_to_attn_mask
 from attention_lab.attention.positions import INSIDE_ATTENTION
-from attention_lab.attention.rope import apply_rope
 
 
 def check_key_padding_mask(key_padding_mask: Tensor, source: Tensor) -> None:
@@ -121,6 +119,8 @@ class AttentionModule(nn.Module):
     def position_bias(self, q: Tensor, k: Tensor) -> Tensor | None:
         """The additive score bias of the positions inside attention (ALiBi's), or None."""
         if self.position == "alibi":
+            from attention_lab.attention.alibi import alibi_bias  # imported by the runs that use it, as a variant is
+
             return alibi_bias(q.shape[-3], q.shape[-2], k.shape[-2], device=q.device, dtype=q.dtype)
         return None
 
@@ -176,6 +176,8 @@ class AttentionModule(nn.Module):
         if self.smeared_keys is not None:  # before rope: the smeared key is rotated as the key of position j
             k = self.smeared_keys(k)
         if self.position == "rope":
+            from attention_lab.attention.rope import apply_rope  # imported by the runs that use it, as a variant is
+
             q, k = apply_rope(q, k)  # per head, after the projection
         context, weights = self.attend(q, k, v, padding_to_attn_mask(key_padding_mask), need_weights)
         context = self.gate_heads(context, x)  # the head outputs that hook_head_output sees and out_proj mixes

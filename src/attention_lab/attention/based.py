@@ -30,17 +30,15 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from attention_lab.attention.arguments import check_positive_int, check_split_heads
-from attention_lab.attention.base import AttentionModule
+from attention_lab.attention.arguments import check_positive_int
 from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.functional import AttentionOutput, attend
 from attention_lab.attention.linear import safe_divide
-from attention_lab.attention.mamba2 import CHUNK
 from attention_lab.attention.masks import allowed_keys
+from attention_lab.attention.recurrent import Recurrence
 from attention_lab.attention.registry import register
-from attention_lab.attention.short_conv import ShortCausalConv, convolve_heads
 
 FEATURE_DIM = 16  # d', the width q and k are projected to before the Taylor map (the paper's)
 WINDOW_SIZE = 64  # positions of the exact softmax branch (the paper's sliding window)
@@ -99,7 +97,7 @@ def check_window_size(value: object) -> None:
 
 
 @register("based")
-class Based(AttentionModule):
+class Based(Recurrence):
     """q and k projected to `feature_dim` d' (16) per head and scaled by d'^(−1/4), after a short causal convolution
     on q, k and v (`short_conv` taps, 3); ½ · linear attention with the 2nd-order Taylor map φ(q)·φ(k) = 1 + q·k +
     (q·k)²/2, normalised by the row sum (state (1 + d' + d'²) × d_v per head; chunked prefix sums past `chunk`), + ½
@@ -117,11 +115,6 @@ class Based(AttentionModule):
         "convolution; `mask=causal` only"
     )
 
-    takes_source = False
-    multi_head = True
-    grouped_kv = False
-    projects = False  # its Taylor branch never forms scores for rope and alibi to act on
-    causal_only = True
     kind = "linear"
     options = ("feature_dim", "window_size", "short_conv", "chunk")
     positions_note = "its Taylor branch never forms the query-key scores that rope and alibi act on"
@@ -138,52 +131,32 @@ class Based(AttentionModule):
         return (num_heads * features * (d_head + 1) + 2 * min(seq_len, window_size) * d_model
                 + max(short_conv - 1, 0) * (2 * num_heads * feature_dim + d_model))
 
-    def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
-                 window: int | None = None, dropout: float = 0.0, feature_dim: int = FEATURE_DIM,
-                 window_size: int = WINDOW_SIZE, short_conv: int = SHORT_CONV, chunk: int = CHUNK, **common) -> None:
-        # window and dropout arrive unset, causal True: build_attention refuses the rest (``rejects``, ``causal_only``).
-        super().__init__(**common)
-        check_split_heads("based", d_out, self.num_heads, d_v)
-        check_positive_int("feature_dim", feature_dim)
+    def __init__(self, d_in: int, d_out: int, *, feature_dim: int = FEATURE_DIM, window_size: int = WINDOW_SIZE,
+                 short_conv: int = SHORT_CONV, **shared) -> None:
+        check_positive_int("feature_dim", feature_dim)  # before W_query and W_key are made that wide
         check_window_size(window_size)
-        check_positive_int("chunk", chunk)
-        self.feature_dim, self.window_size, self.chunk = feature_dim, window_size, chunk
-        self.head_dim = feature_dim  # the width of a head's queries and keys
-        self.W_query = nn.Linear(d_in, self.num_heads * feature_dim, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, self.num_heads * feature_dim, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.short_conv = ShortCausalConv(2 * self.num_heads * feature_dim + d_out, short_conv)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.output_dim = d_out
-
-    def split_heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape  # (B, T, H * d) -> (B, H, T, d)
-        return x.view(b, t, self.num_heads, -1).transpose(1, 2)
+        super().__init__(d_in, d_out, short_conv=short_conv, head_dim=feature_dim, **shared)  # head_dim: d' per head
+        self.feature_dim, self.window_size = feature_dim, window_size
 
     def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        # (B, H, T, d'), (B, H, T, d'), (B, H, T, d_v)
+        # q, k, v made in this order, as based always made them (the order their gradients reach x in, see
+        # Recurrence.project): (B, H, T, d'), (B, H, T, d'), (B, H, T, d_v)
         return tuple(self.split_heads(w(z)) for w, z in ((self.W_query, x), (self.W_key, source), (self.W_value, source)))
-
-    def merge(self, context: Tensor) -> Tensor:
-        return self.out_proj(super().merge(context))  # (B, T, d_out): the heads mixed
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
         # q, k: (B, H, T, d'); v: (B, H, T, d_v); mask: (B, 1, 1, T) from key padding, or None.
-        if mask is not None and mask.shape[-2] != 1:
-            raise ValueError(f"'based' takes key masks of shape (B, 1, 1, T_k), got {tuple(mask.shape)}")
-        keep = None if mask is None else mask[:, 0].transpose(-2, -1).to(v.dtype)  # (B, T, 1)
-        q, k, v = convolve_heads(self.short_conv, (q, k, v), keep)
+        q, k, v = self.convolve((q, k, v), mask)
         q, k = q * self.feature_dim ** -0.25, k * self.feature_dim ** -0.25  # q·k / √d'
-        if need_weights or self.weights_hooked:  # the map itself (two normalisations: hook_weights only)
-            weights = self.hook_weights(self.implied_map(q, k, mask))  # (B, H, T, T)
-            return AttentionOutput(weights @ v, weights if need_weights else None)
-        if v.shape[-2] <= self.chunk:
-            return AttentionOutput(self.implied_map(q, k, mask) @ v, None)  # the quadratic form
+        # The map itself (two normalisations: hook_weights only) as the quadratic form, the two branches in chunks past one.
+        return self.mix(lambda: self.implied_map(q, k, mask), v, lambda: self.chunked(q, k, v, mask), need_weights)
+
+    def chunked(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """The Taylor branch in chunks, plus the window's (halved), time linear in T: (B, H, T, d_v)."""
         keep = torch.ones_like(v[:, :1, :, :1]) if mask is None else mask.transpose(-2, -1).to(v.dtype)  # (B, 1, T, 1)
         context = taylor_chunked(q, k, v, keep, self.chunk)  # (B, H, T, d_v)
         if self.window_size:
             context = (context + window_chunked(q, k, v, keep, self.window_size, self.chunk)) / 2
-        return AttentionOutput(context, None)
+        return context
 
     def implied_map(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
         """½ (Taylor map, rows normalised) + ½ (window softmax), or the Taylor map alone: (B, H, T, T)."""

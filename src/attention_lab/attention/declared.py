@@ -5,7 +5,7 @@ see :class:`~attention_lab.attention.base.AttentionModule`). The config checks r
 so that a bad setting fails in well under a second; importing the variants would cost torch's start-up
 (docs/benchmarks.md, "Start-up"). They read the same attributes from the package's source instead: each class
 decorated with ``@register("name")``, its literal class attributes, and those of its bases in this package.
-``tests/test_variant_facts.py`` checks the result against the imported classes.
+``tests/attention/test_variant_facts.py`` checks the result against the imported classes.
 """
 
 from __future__ import annotations

@@ -33,12 +33,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attention_lab.attention.arguments import check_positive_int, check_split_heads
-from attention_lab.attention.base import AttentionModule
 from attention_lab.attention.functional import AttentionOutput
-from attention_lab.attention.mamba2 import CHUNK, SHORT_CONV, matrix_state_size, segsum, step_size_bias
+from attention_lab.attention.mamba2 import segsum, step_size_bias
+from attention_lab.attention.recurrent import Recurrence
 from attention_lab.attention.registry import register
-from attention_lab.attention.short_conv import ShortCausalConv, convolve_heads
 
 NORM_EPS = 1e-6  # of the L2 normalisation (fla's l2norm)
 
@@ -100,7 +98,7 @@ def gated_delta_recurrent(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, be
 
 
 @register("gated_deltanet")
-class GatedDeltaNet(AttentionModule):
+class GatedDeltaNet(Recurrence):
     """Per head a state S_t = S_{t−1} α_t (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ, o_t = S_t q_t / √d, q and k
     L2-normalised, α_t (decay) and β_t (writing strength) gates per head, after a short causal convolution; chunked
     (WY/UT) form, time linear in T; weights: the implied map M = ((Q Kᵀ) ∘ Γ)(I + A)⁻¹ diag(β), signed;
@@ -112,71 +110,32 @@ class GatedDeltaNet(AttentionModule):
     origin = "Yang, Kautz & Hatamizadeh 2025, *Gated Delta Networks*"
     summary = "a recurrent state per head, decayed by a gate and corrected by the delta rule; `mask=causal` only"
 
-    takes_source = False
-    multi_head = True
-    grouped_kv = False
-    projects = False  # its map is not softmax(scores): rope and alibi have no scores to act on
-    causal_only = True
     kind = "delta"
-    options = ("chunk", "short_conv")
     positions_note = "its gates already weigh each earlier position, and it forms no scores to rotate or bias"
-    rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
 
-    @classmethod
-    def state_size(cls, d_model: int, num_heads: int, seq_len: int, short_conv: int = SHORT_CONV, **options) -> int:
-        return matrix_state_size(d_model, num_heads, short_conv)
-
-    def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
-                 window: int | None = None, dropout: float = 0.0, chunk: int = CHUNK, short_conv: int = SHORT_CONV,
-                 **common) -> None:
-        # window and dropout arrive unset, causal True: build_attention refuses the rest (``rejects``, ``causal_only``).
-        super().__init__(**common)
-        check_split_heads("gated_deltanet", d_out, self.num_heads, d_v)
-        check_positive_int("chunk", chunk)
-        self.chunk = chunk
-        self.head_dim = d_out // self.num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+    def own_parameters(self, d_in: int) -> None:
         self.W_alpha = nn.Linear(d_in, self.num_heads)  # its bias: Mamba-2's step-size initialisation
         self.W_beta = nn.Linear(d_in, self.num_heads)
         with torch.no_grad():
             self.W_alpha.bias.copy_(step_size_bias(self.num_heads))
         # log α = -exp(A_log) · softplus(...): Mamba-2's decay (fla draws A from (0, 16); from 1, as mamba2, no A near 0)
         self.A_log = nn.Parameter(torch.empty(self.num_heads).uniform_(1, 16).log())
-        self.short_conv = ShortCausalConv(3 * d_out, short_conv)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.output_dim = d_out
 
-    def split_heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape  # (B, T, H * d) -> (B, H, T, d)
-        return x.view(b, t, self.num_heads, -1).transpose(1, 2)
-
-    def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def keys(self, source: Tensor) -> Tensor:
         # The keys carry the two gates' pre-activations as two more features: how much a position keeps (α_t) and
         # how strongly it writes (β_t) are decided where k_t is. attend() takes them off again.
         gates = torch.stack([self.W_alpha(source), self.W_beta(source)], dim=-1).transpose(1, 2)  # (B, H, T, 2)
-        keys = torch.cat([self.split_heads(self.W_key(source)), gates], dim=-1)  # (B, H, T, d + 2)
-        return self.split_heads(self.W_query(x)), keys, self.split_heads(self.W_value(source))
-
-    def merge(self, context: Tensor) -> Tensor:
-        return self.out_proj(super().merge(context))  # (B, T, d_out): the heads mixed
+        return torch.cat([super().keys(source), gates], dim=-1)  # (B, H, T, d + 2)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
         # q: (B, H, T, d); k: keys and the gates' pre-activations (B, H, T, d + 2); v: (B, H, T, d); mask: (B, 1, 1, T).
-        if mask is not None and mask.shape[-2] != 1:
-            raise ValueError(f"'gated_deltanet' takes key masks of shape (B, 1, 1, T_k), got {tuple(mask.shape)}")
-        keep = None if mask is None else mask[:, 0].transpose(-2, -1).to(v.dtype)  # (B, T, 1)
-        q, k_, v = convolve_heads(self.short_conv, (q, k[..., :-2], v), keep)
+        q, k_, v = self.convolve((q, k[..., :-2], v), mask)
         q = F.normalize(q, dim=-1, eps=NORM_EPS) / math.sqrt(q.shape[-1])
         k_ = F.normalize(k_, dim=-1, eps=NORM_EPS)
         log_alpha = -torch.exp(self.A_log)[:, None] * F.softplus(k[..., -2])  # log α < 0: (B, H, T)
         beta = torch.sigmoid(k[..., -1])  # (B, H, T)
         if mask is not None:  # a hidden position is skipped: α = 1 keeps the state, β = 0 writes nothing
             log_alpha, beta = log_alpha * mask[:, 0], beta * mask[:, 0]
-        if need_weights or self.weights_hooked:  # the implied map (no scores: hook_weights only)
-            weights = self.hook_weights(delta_map(q, k_, log_alpha, beta))  # (B, H, T, T)
-            return AttentionOutput(weights @ v, weights if need_weights else None)
-        if v.shape[-2] <= self.chunk:
-            return AttentionOutput(delta_map(q, k_, log_alpha, beta) @ v, None)  # the parallel form
-        return AttentionOutput(delta_chunked(q, k_, v, log_alpha, beta, self.chunk), None)
+        # The implied map M v (the parallel form), or the chunked form past a chunk.
+        return self.mix(lambda: delta_map(q, k_, log_alpha, beta), v,
+                        lambda: delta_chunked(q, k_, v, log_alpha, beta, self.chunk), need_weights)

@@ -29,21 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attention_lab.attention.arguments import check_positive_int, check_split_heads
-from attention_lab.attention.base import AttentionModule
 from attention_lab.attention.functional import AttentionOutput
+from attention_lab.attention.recurrent import Recurrence
 from attention_lab.attention.registry import register
-from attention_lab.attention.short_conv import ShortCausalConv, convolve_heads
 
-CHUNK = 64  # positions per chunk of the fast path; up to this length it computes M itself
-SHORT_CONV = 4  # taps of the short convolution (Mamba-2's d_conv)
-
-
-def matrix_state_size(d_model: int, num_heads: int, short_conv: int = SHORT_CONV) -> int:
-    """The state of a recurrence with a d_h × d_h matrix per head (mamba2, gated_deltanet), whatever the length, and
-    its short convolution's last ``short_conv`` − 1 inputs of the three convolved streams (0 taps: none)."""
-    d_head = d_model // num_heads
-    return num_heads * d_head * d_head + max(short_conv - 1, 0) * 3 * d_model
 STEP_RANGE = (1e-3, 1e-1)  # Δ at initialisation, log-uniform per head (Mamba-2's dt_min, dt_max)
 
 
@@ -95,7 +84,7 @@ def ssd_chunked(x: Tensor, a: Tensor, b: Tensor, c: Tensor, step: Tensor, chunk:
 
 
 @register("mamba2")
-class Mamba2(AttentionModule):
+class Mamba2(Recurrence):
     """Per head h_t = exp(Δ_t A) h_{t−1} + Δ_t B_t x_tᵀ, y_t = h_tᵀ C_t (C, B, X from `W_query`, `W_key`, `W_value`;
     Δ = softplus(`W_dt` x)), after a short causal convolution; the quadratic dual form up to `chunk` positions, the
     chunked SSD form beyond; weights: M = L ∘ (C Bᵀ) · diag(Δ), L[i, j] = exp(Σ_{j<k≤i} Δ_k A); `causal=True` only.
@@ -106,67 +95,28 @@ class Mamba2(AttentionModule):
     origin = "Dao & Gu 2024, *Transformers are SSMs* (Mamba-2)"
     summary = "a state space model: y = (L ∘ C Bᵀ) X, L a learned decay per head; `mask=causal` only"
 
-    takes_source = False
-    multi_head = True
-    grouped_kv = False
-    projects = False  # its map is not softmax(scores): rope and alibi have no scores to act on
-    causal_only = True
     kind = "ssm"
-    options = ("chunk", "short_conv")
     positions_note = "its decay already weighs each earlier position by its distance, and it forms no scores to rotate or bias"
-    rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
 
-    @classmethod
-    def state_size(cls, d_model: int, num_heads: int, seq_len: int, short_conv: int = SHORT_CONV, **options) -> int:
-        return matrix_state_size(d_model, num_heads, short_conv)
-
-    def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
-                 window: int | None = None, dropout: float = 0.0, chunk: int = CHUNK, short_conv: int = SHORT_CONV,
-                 **common) -> None:
-        # window and dropout arrive unset, causal True: build_attention refuses the rest (``rejects``, ``causal_only``).
-        super().__init__(**common)
-        check_split_heads("mamba2", d_out, self.num_heads, d_v)
-        check_positive_int("chunk", chunk)
-        self.chunk = chunk
-        self.head_dim = d_out // self.num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)  # C
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)  # B
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)  # X
+    def own_parameters(self, d_in: int) -> None:
         self.W_dt = nn.Linear(d_in, self.num_heads)  # Δ = softplus(W_dt x + b), one per head
         with torch.no_grad():
             self.W_dt.bias.copy_(step_size_bias(self.num_heads))
         self.A_log = nn.Parameter(torch.empty(self.num_heads).uniform_(1, 16).log())  # A = -exp(A_log) in [-16, -1]
-        self.short_conv = ShortCausalConv(3 * d_out, short_conv)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.output_dim = d_out
 
-    def split_heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape  # (B, T, H * d) -> (B, H, T, d)
-        return x.view(b, t, self.num_heads, -1).transpose(1, 2)
-
-    def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def keys(self, source: Tensor) -> Tensor:
         # The keys carry the step size's pre-activation as one more feature: what a position writes (B_t) and how
         # far it moves the state on (Δ_t) are decided at the same position. attend() takes it off again.
         step = self.W_dt(source).transpose(1, 2).unsqueeze(-1)  # (B, H, T, 1)
-        keys = torch.cat([self.split_heads(self.W_key(source)), step], dim=-1)  # (B, H, T, d + 1)
-        return self.split_heads(self.W_query(x)), keys, self.split_heads(self.W_value(source))
-
-    def merge(self, context: Tensor) -> Tensor:
-        return self.out_proj(super().merge(context))  # (B, T, d_out): the heads mixed
+        return torch.cat([super().keys(source), step], dim=-1)  # (B, H, T, d + 1)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
         # q: C (B, H, T, d); k: B and Δ's pre-activation (B, H, T, d + 1); v: X (B, H, T, d); mask: (B, 1, 1, T) or None.
-        if mask is not None and mask.shape[-2] != 1:
-            raise ValueError(f"'mamba2' takes key masks of shape (B, 1, 1, T_k), got {tuple(mask.shape)}")
-        keep = None if mask is None else mask[:, 0].transpose(-2, -1).to(v.dtype)  # (B, T, 1)
-        c, b, x = convolve_heads(self.short_conv, (q, k[..., :-1], v), keep)
+        c, b, x = self.convolve((q, k[..., :-1], v), mask)
         step = F.softplus(k[..., -1])  # Δ: (B, H, T)
         if mask is not None:
             step = step * mask[:, 0]  # a hidden position is skipped: Δ = 0 decays nothing and writes nothing
         a = step * -torch.exp(self.A_log)[:, None]  # ΔA < 0: (B, H, T)
-        if need_weights or self.weights_hooked:  # the map itself (no scores: hook_weights only)
-            weights = self.hook_weights(ssd_map(a, b, c, step))  # (B, H, T, T)
-            return AttentionOutput(weights @ x, weights if need_weights else None)
-        if x.shape[-2] <= self.chunk:
-            return AttentionOutput(ssd_map(a, b, c, step) @ x, None)  # the quadratic (dual) form
-        return AttentionOutput(ssd_chunked(x, a, b, c, step, self.chunk), None)
+        # The quadratic (dual) form M X, or the chunked SSD form past a chunk.
+        return self.mix(lambda: ssd_map(a, b, c, step), x, lambda: ssd_chunked(x, a, b, c, step, self.chunk),
+                        need_weights)

@@ -19,7 +19,6 @@ from attention_lab.attention.base import AttentionModule
 from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.functional import AttentionOutput
 from attention_lab.attention.registry import register
-from attention_lab.attention.sink import sink_attend
 
 
 @register("multihead")
@@ -77,6 +76,8 @@ class MultiHeadAttention(AttentionModule):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
         if self.sink == "none":
             return super().attend(q, k, v, mask, need_weights)
+        from attention_lab.attention.sink import sink_attend  # imported by the runs that use a sink
+
         return sink_attend(q, k, v, self.sink_logit, causal=self.causal, mask=mask, window=self.window,
                            bias=self.position_bias(q, k), need_weights=need_weights,
                            dropout_p=self.dropout if self.training else 0.0, **self.score_hooks())

@@ -28,12 +28,11 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from attention_lab.attention.arguments import check_positive_int, check_split_heads
-from attention_lab.attention.base import AttentionModule
 from attention_lab.attention.functional import AttentionOutput
-from attention_lab.attention.mamba2 import CHUNK, ssd_chunked, ssd_map
+from attention_lab.attention.mamba2 import ssd_chunked, ssd_map
+from attention_lab.attention.recurrent import Recurrence
 from attention_lab.attention.registry import register
 
 NORM_EPS = 1e-6  # of the per-head GroupNorm (torchscale's layernorm_eps)
@@ -45,7 +44,7 @@ def retention_decays(num_heads: int) -> Tensor:
 
 
 @register("retnet")
-class RetNet(AttentionModule):
+class RetNet(Recurrence):
     """Retention per head: S_n = γ_h S_{n−1} + k_nᵀ v_n, o_n = q_n S_n, γ_h = 1 − 2^(−5−h) fixed, k scaled by 1/√d;
     the parallel form (Q Kᵀ ∘ D) V up to `chunk` positions, the chunkwise form beyond; then GroupNorm per head (no
     affine); no xPos rotation, no swish gate; weights: Q Kᵀ ∘ D, D[n, m] = γ^(n−m), signed, not normalised;
@@ -60,63 +59,28 @@ class RetNet(AttentionModule):
         "only"
     )
 
-    takes_source = False
-    multi_head = True
-    grouped_kv = False
-    projects = False  # its map is Q Kᵀ ∘ D, never softmax(scores): rope and alibi are left out (see above)
-    causal_only = True
     kind = "retention"
-    options = ("chunk",)
+    options = ("chunk",)  # no short convolution: its state is the retention state S alone (Recurrence.state_size)
     positions_note = "its decay already weighs each earlier position by its distance (the paper's xPos rotation is left out)"
-    rejects = {"window": "its state carries every earlier position", "dropout": "its fast path forms no map to drop entries of"}
 
-    @classmethod
-    def state_size(cls, d_model: int, num_heads: int, seq_len: int, **options) -> int:
-        """Per head the retention state S = Σ γ^(n−m) k_mᵀ v_m, d_h × d_h, whatever the length."""
-        d_head = d_model // num_heads
-        return num_heads * d_head * d_head
-
-    def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
-                 window: int | None = None, dropout: float = 0.0, chunk: int = CHUNK, **common) -> None:
-        # window and dropout arrive unset, causal True: build_attention refuses the rest (``rejects``, ``causal_only``).
-        super().__init__(**common)
-        check_split_heads("retnet", d_out, self.num_heads, d_v)
-        check_positive_int("chunk", chunk)
-        self.chunk = chunk
-        self.head_dim = d_out // self.num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+    def own_parameters(self, d_in: int) -> None:
         self.register_buffer("log_decay", retention_decays(self.num_heads).log().float(), persistent=False)  # log γ_h: (H,)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.output_dim = d_out
 
-    def split_heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape  # (B, T, H * d) -> (B, H, T, d)
-        return x.view(b, t, self.num_heads, -1).transpose(1, 2)
-
-    def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        keys = self.split_heads(self.W_key(source)) / math.sqrt(self.head_dim)  # (B, H, T, d), scaled by 1/√d
-        return self.split_heads(self.W_query(x)), keys, self.split_heads(self.W_value(source))
-
-    def merge(self, context: Tensor) -> Tensor:
-        return self.out_proj(super().merge(context))  # (B, T, d_out): the heads mixed
+    def keys(self, source: Tensor) -> Tensor:
+        return super().keys(source) / math.sqrt(self.head_dim)  # (B, H, T, d), scaled by 1/√d
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> AttentionOutput:
         # q, k, v: (B, H, T, d); mask: (B, 1, 1, T) from key padding, or None.
-        if mask is not None and mask.shape[-2] != 1:
-            raise ValueError(f"'retnet' takes key masks of shape (B, 1, 1, T_k), got {tuple(mask.shape)}")
+        self.check_key_mask(mask)
         b, h, t, _ = q.shape
         keep = q.new_ones(b, 1, t) if mask is None else mask[:, 0].to(q.dtype)  # (B, 1, T)
         # A hidden position is skipped: it decays nothing (log γ · 0) and writes nothing (step 0).
         log_decay = self.log_decay.to(q.dtype)[:, None] * keep  # (B, H, T)
         step = keep.expand(b, h, t)  # (B, H, T)
-        if need_weights or self.weights_hooked:  # the map itself, Q Kᵀ ∘ D (no softmax scores: hook_weights only)
-            weights = self.hook_weights(ssd_map(log_decay, k, q, step))  # (B, H, T, T)
-            return AttentionOutput(self.group_norm(weights @ v), weights if need_weights else None)
-        if t <= self.chunk:
-            return AttentionOutput(self.group_norm(ssd_map(log_decay, k, q, step) @ v), None)  # the parallel form
-        return AttentionOutput(self.group_norm(ssd_chunked(v, log_decay, k, q, step, self.chunk)), None)
+        # The map Q Kᵀ ∘ D (the parallel form), or the chunkwise form past a chunk; then each head's norm.
+        retained = self.mix(lambda: ssd_map(log_decay, k, q, step), v,
+                            lambda: ssd_chunked(v, log_decay, k, q, step, self.chunk), need_weights)
+        return AttentionOutput(self.group_norm(retained.context), retained.weights)
 
     @staticmethod
     def group_norm(context: Tensor) -> Tensor:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import lightning as L
 
 from attention_lab.analysis.ablation import Batch, ablate_heads
-from attention_lab.analysis.head_metrics import ABLATIONS
+from attention_lab.analysis.tags import ABLATIONS
 from attention_lab.callbacks.validation_pass import ValidationPass
 
 

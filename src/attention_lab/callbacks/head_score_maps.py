@@ -1,25 +1,25 @@
 """Per-head measurements as pictures: after each validation, one layers x heads heatmap per head score (tags
 ``per_head/head_score/<kind>``), per ablation (``per_head/ablation/<how>/<metric>``) and of the patching
 (``per_head/patching/logit_diff``) in TensorBoard, drawn from the scalars the run logged
-(``<family>/layer{l}/head{h}``, see :mod:`attention_lab.analysis.head_metrics`).
+(``<family>/layer{l}/head{h}``, see :mod:`attention_lab.analysis.tags`).
 
 Under ``per_head/``: TensorBoard's Images dashboard sorts its sections by the tags' first part and opens the first
 two, so that ``ablation/...`` came before the probe's attention maps (``attention/layer{l}/head{h}``, the maps that
 show what a head does). ``per_head`` sorts after ``attention``. Each grid is drawn at the dpi that makes it as wide
-as the dashboard's card (:func:`attention_lab.plotting.heatmaps.card_dpi`): the dashboard scales every image to it."""
+as the dashboard's card (:func:`attention_lab.plotting.heatmaps.card_dpi`): the dashboard scales every image to it.
+This module says which measurements are drawn, when, and with which titles; :mod:`attention_lab.plotting.score_maps`
+draws them."""
 
 from __future__ import annotations
-
-import math
 
 import lightning as L
 import numpy as np
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from attention_lab.analysis.head_metrics import ENTROPY, FAMILIES, grid
-from attention_lab.plotting.heatmaps import DPI, HeatmapFigure, attention_figure, card_dpi, run_title
+from attention_lab.analysis.tags import ENTROPY, FAMILIES, grid
+from attention_lab.plotting.heatmaps import HeatmapFigure, run_title
+from attention_lab.plotting.score_maps import fitted_dpi, grid_frame, score_grid_image
 
 DRAWN = tuple(family for family in FAMILIES if family != ENTROPY)
 # The step the grids' dpi is fitted for (grid_dpi): a title naming a later one makes its image a little wider.
@@ -32,47 +32,24 @@ def image_tag(family: str) -> str:
     return f"{IMAGE_SECTION}/{family}"
 
 
-def grid_axes(grid: list[list[float]]) -> tuple[list[str], list[str]]:
-    """The words on a layers x heads grid's axes: layers down, heads across."""
-    return [f"layer {layer}" for layer in range(len(grid))], [f"head {h}" for h in range(len(grid[0]))]
-
-
 def grid_title(kind: str, step: int, run_name: str = "") -> str:
     name = kind.removeprefix("head_score/")
     return run_title(run_name, f"{name}{'' if '/' in name else ' score'} · step {step}")
-
-
-def grid_frame(grid: list[list[float]], title: str = "", dpi: int = DPI) -> HeatmapFigure:
-    """A layers x heads grid's frame (heads across, layers down) at ``dpi``."""
-    return HeatmapFigure(*grid_axes(grid), title, xlabel="head", ylabel="layer", dpi=dpi)
 
 
 def grid_dpi(grid: list[list[float]], run_name: str = "") -> int:
     """The dpi of a grid's heatmaps in a run: the widest that fits TensorBoard's image card with the widest title the
     run can give them (any family, a step of up to LONGEST_STEP), so that all of a run's grids of one shape share
     it and one frame (:class:`HeadScoreMaps`)."""
-    frames: dict[int, HeatmapFigure] = {}
-
-    def frame_at(dpi: int) -> HeatmapFigure:
-        if dpi not in frames:
-            frames[dpi] = grid_frame(grid, dpi=dpi)
-        return frames[dpi]
-
-    widest = max((grid_title(family, LONGEST_STEP, run_name) for family in DRAWN), key=frame_at(DPI).width_for)
-    return card_dpi(frame_at, widest)
+    return fitted_dpi(grid, (grid_title(family, LONGEST_STEP, run_name) for family in DRAWN))
 
 
 def score_image(grid: list[list[float]], kind: str, step: int, run_name: str = "", dpi: int | None = None) -> np.ndarray:
     """The heatmap of a layers x heads grid as an (H, W, 3) uint8 image: heads across, layers down, at ``dpi``
-    (default: :func:`grid_dpi`'s)."""
-    figure = attention_figure(np.asarray(grid), *grid_axes(grid), grid_title(kind, step, run_name),
-                              xlabel="head", ylabel="layer", dpi=grid_dpi(grid, run_name) if dpi is None else dpi)
-    if not kind.startswith("head_score/"):  # a loss increase, a drop or a restored fraction may pass 1 or 0
-        values = [v for row in grid for v in row if not math.isnan(v)]
-        figure.axes[0].images[0].set_clim(min(0.0, *values), max(1e-6, *values))
-    canvas = FigureCanvasAgg(figure)
-    canvas.draw()
-    return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+    (default: :func:`grid_dpi`'s). A head score keeps the 0..1 scale; an ablation's or the patching's colours follow
+    its own values."""
+    return score_grid_image(grid, grid_title(kind, step, run_name), grid_dpi(grid, run_name) if dpi is None else dpi,
+                            own_scale=not kind.startswith("head_score/"))
 
 
 class HeadScoreMaps(L.Callback):

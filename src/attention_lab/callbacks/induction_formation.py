@@ -18,8 +18,7 @@ from typing import Any
 import lightning as L
 
 from attention_lab.analysis.formation_rule import MIN_LAYER, THRESHOLD
-from attention_lab.analysis.head_metrics import COMPOSITIONS, HeadMetric, composition_prefix, score_family
-from attention_lab.analysis.index_tags import by_index
+from attention_lab.analysis.tags import COMPOSITIONS, HeadMetric, by_index, composition_prefix, score_family
 from attention_lab.callbacks.findings import Findings
 
 SERIES = ("step", "val/loss", "val/in_context_score", "previous_token", "induction", "induction_later_layers",

@@ -12,7 +12,7 @@ import lightning as L
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 
-from attention_lab.analysis.index_tags import LOSS_BY_INDEX, by_index
+from attention_lab.analysis.tags import LOSS_BY_INDEX, by_index
 
 
 class LossByIndexMap(L.Callback):

@@ -1,5 +1,5 @@
 """SIGINT, SIGTERM (and SLURM's SIGUSR2) during a run: the first one asks training to stop at the end of the
-current step (:class:`attention_lab.callbacks.graceful_stop.GracefulStop` saves a checkpoint); a second Ctrl-C
+current step (:class:`attention_lab.callbacks.lifecycle.GracefulStop` saves a checkpoint); a second Ctrl-C
 aborts. Where nothing is left to save (the final validation, with its ablation passes), the first one stops the
 run at once (:meth:`StopSignals.raising`)."""
 

@@ -4,7 +4,7 @@ Each :class:`Example` holds a number the notebook printed (copied here as a lite
 never reads the notebooks at run time) and a function that computes the same quantity with
 :func:`~attention_lab.attention.build_attention` / :func:`~attention_lab.attention.attend`
 under the notebook's seeds. ``scripts/reproduce.py`` prints them side by side and
-``tests/test_golden.py`` checks every one. One module per notebook, each with its ``NOTEBOOK``
+``tests/notebooks/test_golden.py`` checks every one. One module per notebook, each with its ``NOTEBOOK``
 number, ``TITLE`` and ``EXAMPLES``:
 
 * ``notebook_000`` - "Self-attention from scratch" (S. Raschka's blog, as a notebook): "Life is

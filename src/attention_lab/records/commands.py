@@ -8,7 +8,7 @@ as in an activated venv; otherwise the interpreter's own path. Neither path is r
 ``bin/python`` is a link to the base interpreter, which has none of the venv's packages.
 
 One function per tool (:func:`tensorboard_command`, :func:`visualize_command`, :func:`compare_command`), for a
-run's end note (:mod:`attention_lab.callbacks.run_end_note`) and a sweep's (:func:`sweep_note`): a change of a
+run's end note (:class:`attention_lab.callbacks.lifecycle.RunEndNote`) and a sweep's (:func:`sweep_note`): a change of a
 tool's command line is one edit here.
 
 Paths are shown as a user types them: relative to the working dir when they lie below it (``.venv/bin/python``,

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 
-from attention_lab.analysis.index_tags import is_index_tag
+from attention_lab.analysis.tags import is_index_tag
 from attention_lab.config import Mask, Position
 from attention_lab.records.metrics_file import STEPS_TO_SOLVE
 

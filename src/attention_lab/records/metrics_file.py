@@ -13,8 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attention_lab.analysis.head_metrics import HeadMetric, parse_composition_tag, parse_copying_tag
-from attention_lab.analysis.index_tags import is_index_tag
+from attention_lab.analysis.tags import HeadMetric, is_index_tag, parse_composition_tag, parse_copying_tag
 from attention_lab.names import natural
 from attention_lab.records.files import write_text
 
@@ -24,7 +23,7 @@ STEPS_TO_SOLVE = "steps_to_solve"  # the first step at which the run was solved 
 
 
 def per_head(name: str) -> bool:
-    """A value of one head, layer or pair of heads: a name :mod:`attention_lab.analysis.head_metrics` writes, or another
+    """A value of one head, layer or pair of heads: a name :mod:`attention_lab.analysis.tags` writes, or another
     with a ``layer{l}`` part (what a variant's module logs of itself, ``gated/gate/layer0/head1``)."""
     return (HeadMetric.parse(name) is not None or parse_composition_tag(name) is not None
             or parse_copying_tag(name) is not None

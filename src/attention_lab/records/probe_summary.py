@@ -2,7 +2,7 @@
 ``DATA_CLASS_TENSOR``) under the tag ``attention_lab/probe`` holding the probe's weights of every layer and
 head, (layers, heads, queries, keys) in float16, with the words in the summary's plugin metadata.
 
-Written into an event file of its own in the run's TensorBoard dir (callbacks/attention_summaries.py), so
+Written into an event file of its own in the run's TensorBoard dir (callbacks/probe_logging.py), so
 TensorBoard's loaders read it as they read every other record of the run. Needs numpy and TensorBoard's protos, not torch.
 """
 

@@ -2,7 +2,7 @@
 over the finished seeds and its error bar their sample std, of the metric :mod:`~attention_lab.review.chart_metric`
 picks. A configuration without a value keeps its slot, labelled with its jobs' statuses; only the configuration
 the verdict names best (:mod:`attention_lab.review.verdict`) is highlighted, and the title says the verdict. A NaN
-or infinite value has no bar. Labels are drawn as text: a ``$`` in an override is no math."""
+or infinite value has no bar. This module says what the bars are; :mod:`attention_lab.plotting.bars` draws them."""
 
 from __future__ import annotations
 
@@ -17,9 +17,7 @@ from attention_lab.review.sweep import Group, Sweep, seed_groups
 from attention_lab.review.verdict import Verdict, rank, values
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-BEST, FINISHED, NONE = "#2ca02c", "#1f77b4", "#cccccc"
+    from attention_lab.plotting.bars import BarChart
 
 
 def statuses(group: Group) -> str:
@@ -63,48 +61,35 @@ def verdict_title(verdict: Verdict) -> str:
     return "no best: " + ("one seed per configuration" if single else f"not separated by {verdict.seeds} seeds")
 
 
-def bar_figure(sweep: Sweep, verdict: Verdict | None = None) -> Figure:
-    """The chart (see the module's docstring)."""
-    from matplotlib.figure import Figure
+def chart_of(sweep: Sweep, verdict: Verdict | None = None) -> BarChart:
+    """The bars of the chart and its words (see the module's docstring), for :mod:`attention_lab.plotting.bars`."""
+    from attention_lab.plotting.bars import Bar, BarChart  # matplotlib: imported by the commands that draw
 
     groups = seed_groups(sweep)
     verdict = verdict or rank(sweep, groups)
     chart = chart_metric(sweep, verdict)
-    spreads = [spread(values(g, chart.name)) for g in groups]
-    best = [verdict.winner is g for g in groups]
-    fig = Figure(figsize=(8.5, 1.6 + 0.42 * len(groups)), dpi=100, layout="constrained")
-    ax = fig.add_subplot()
-    positions = list(range(len(groups)))
-    means = [s.mean if s else 0.0 for s in spreads]
-    errors = [s.std if s and s.std is not None else 0.0 for s in spreads]
-    colors = [BEST if won else (FINISHED if g.ok else NONE) for g, won in zip(groups, best, strict=True)]
-    ax.barh(positions, means, xerr=errors, color=colors, height=0.65, error_kw={"capsize": 3, "elinewidth": 1})
-    ax.set_yticks(positions, labels=[bar_name(g) for g in groups], parse_math=False)
-    ax.invert_yaxis()  # the first configuration on top, as in the table
-    ends = [m + e for m, e in zip(means, errors, strict=True)]
-    low, high = min([0.0, *means]), max([0.0, *ends])
-    bounded = chart.name.endswith("acc") or "accuracy" in chart.name
-    if bounded and 0 <= low and high <= 1:
-        ax.set_xlim(0, 1.3)  # room for the labels
-        ax.set_xticks([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
-    else:
-        span = (high - low) or 1.0
-        ax.set_xlim(low - (0.05 * span if low < 0 else 0), high + 0.4 * span)
-    for pos, group, value, end, won in zip(positions, groups, spreads, ends, best, strict=True):
-        ax.text(max(end, 0.0) + ax.get_xlim()[1] * 0.01, pos, bar_label(group, chart.name, value, won), va="center",
-                fontsize=9, color="black" if group.ok else "#b22222", parse_math=False)
+    bars = []
+    for group in groups:
+        value, best = spread(values(group, chart.name)), verdict.winner is group
+        bars.append(Bar(bar_name(group), value.mean if value else None, value.std if value else None,
+                        bar_label(group, chart.name, value, best), finished=bool(group.ok), best=best))
     arrow = "higher is better" if chart.direction == "maximize" else "lower is better"
     seeds = " (mean ± std over seeds)" if any(g.total > 1 for g in groups) else ""
-    ax.set_xlabel(f"{chart.name}{seeds} ({arrow})", parse_math=False)
     notes = " · ".join(n for n in (chart.why, verdict_title(verdict)) if n)
-    ax.set_title(f"{chart.name} per configuration{f' ({notes})' if notes else ''} · {sweep.dir.name}", fontsize=11,
-                 parse_math=False, wrap=True)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_axisbelow(True)
-    return fig
+    return BarChart(bars, xlabel=f"{chart.name}{seeds} ({arrow})",
+                    title=f"{chart.name} per configuration{f' ({notes})' if notes else ''} · {sweep.dir.name}",
+                    fraction=chart.name.endswith("acc") or "accuracy" in chart.name)
+
+
+def bar_figure(sweep: Sweep, verdict: Verdict | None = None):
+    """The chart as a matplotlib Figure (:func:`attention_lab.plotting.bars.bar_figure`)."""
+    from attention_lab.plotting import bars
+
+    return bars.bar_figure(chart_of(sweep, verdict))
 
 
 def bar_chart(sweep: Sweep, path: Path, verdict: Verdict | None = None) -> Path:
-    """compare.png: :func:`bar_figure`, saved to ``path``."""
-    bar_figure(sweep, verdict).savefig(path)
-    return path
+    """compare.png: the chart, saved to ``path``."""
+    from attention_lab.plotting import bars
+
+    return bars.save_bar_chart(chart_of(sweep, verdict), path)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from attention_lab.analysis.head_metrics import PATCHING, HeadMetric, ablation_family, score_family
+from attention_lab.analysis.tags import PATCHING, HeadMetric, ablation_family, score_family
 from attention_lab.errors import ReviewError
 from attention_lab.review.sweep import Job, Sweep, mean_std, seed_groups, seed_of
 

@@ -1,6 +1,7 @@
 """A metric of a sweep against one swept setting, one line per value of another, with error bars over seeds:
 the shape of Zoology's Figure 2 (accuracy against d_model, one line per mixer). Built from the seed groups of
-:mod:`attention_lab.review.sweep` (jobs that differ only in ``seed``); no torch import.
+:mod:`attention_lab.review.sweep` (jobs that differ only in ``seed``); no torch import. Drawn by
+:mod:`attention_lab.plotting.lines`.
 """
 
 from __future__ import annotations
@@ -86,26 +87,12 @@ def to_markdown(lines: dict[str, list[Point]], x: str, line: str, metric: str) -
 
 
 def line_plot(lines: dict[str, list[Point]], x: str, line: str, metric: str, path: Path, title: str) -> Path:
-    """A PNG: metric against x, one line per value of ``line``, error bars = std over seeds."""
-    from matplotlib.figure import Figure  # a Figure without pyplot renders with Agg, no display needed
+    """A PNG: metric against x, one line per value of ``line``, error bars = std over seeds
+    (:func:`attention_lab.plotting.lines.save_line_plot`)."""
+    from attention_lab.plotting.lines import Series, save_line_plot  # matplotlib: imported by the commands that draw
 
-    fig = Figure(figsize=(6.4, 4.4), dpi=100, layout="constrained")
-    ax = fig.add_subplot()
-    for name, points in lines.items():
-        if points:
-            ax.errorbar([p.x for p in points], [p.mean for p in points], yerr=[p.std or 0.0 for p in points],
-                        marker="o", capsize=4, label=f"{line}={name}")
-    xs = sorted({p.x for points in lines.values() for p in points})
-    if xs and xs[0] > 0 and len(xs) > 1 and xs[-1] / xs[0] >= 8:
-        ax.set_xscale("log", base=2)
-    if x not in RECORDED:  # a recorded x (state sizes) has too many values to label each: the log axis's ticks
-        ax.set_xticks(xs, labels=[f"{v:g}" for v in xs])
-    if metric.endswith("acc"):
-        ax.set_ylim(-0.03, 1.03)
-    ax.set_xlabel(RECORDED.get(x, x))
-    ax.set_ylabel(f"{metric} (mean ± std over seeds)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=9)
-    fig.savefig(path)
-    return path
+    series = [Series(f"{line}={name}", [p.x for p in points], [p.mean for p in points], [p.std or 0.0 for p in points])
+              for name, points in lines.items() if points]
+    # A recorded x (state sizes) has too many values to label each: the log axis's ticks
+    return save_line_plot(series, path, xlabel=RECORDED.get(x, x), ylabel=f"{metric} (mean ± std over seeds)",
+                          title=title, tick_every_x=x not in RECORDED, fraction=metric.endswith("acc"))

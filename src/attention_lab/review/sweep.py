@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attention_lab.analysis.head_metrics import HeadMetric
-from attention_lab.analysis.index_tags import is_index_tag
+from attention_lab.analysis.tags import HeadMetric, is_index_tag
 from attention_lab.errors import ReviewError
 from attention_lab.records.files import METRICS, MULTIRUN_RECORD, RUN_INFO, SAVED_CONFIG, SAVED_OVERRIDES, SUMMARY
 from attention_lab.records.run_record import RunInfo, RunStatus, parse

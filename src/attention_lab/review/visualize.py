@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf.errors import OmegaConfBaseException
 
-from attention_lab.analysis.head_metrics import best_head, score_grid
+from attention_lab.analysis.tags import best_head, score_grid
 from attention_lab.data.probe import EXAMPLE_TEXT, task_probe
 from attention_lab.data.tasks import task_head_score_kind
 from attention_lab.errors import ConfigError, ReviewError

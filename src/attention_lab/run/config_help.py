@@ -1,7 +1,7 @@
 """What ``python scripts/train.py --help`` and docs/configuration.md's knob table say, generated: every knob's default
 and meaning from the schema (:class:`attention_lab.config.TrainConfig`, declared with ``knob(...)``), every group's
 options from the config search path, as ``group=option`` accepts them. Nothing here lists a knob, a variant or a
-task: a variant or a task is one registered class plus one yaml, and tests/test_help.py checks that the options
+task: a variant or a task is one registered class plus one yaml, and tests/run/test_help.py checks that the options
 listed are the registries' (reading the registries here would cost --help the parsing of every variant's source).
 
 ``--help`` is Hydra's own, customised in its documented way: ``hydra.help.template`` (configs/hydra/help/lab.yaml)
@@ -92,7 +92,7 @@ def source_options(source: Any, group: str) -> set[str]:
 def search_path_options(cfg: Any, group: str) -> list[str]:
     """A group's options over the config search path, as ``group=`` accepts them (the schemas left out). Read from
     the sources themselves: Hydra's config loader answers the same, after copying its whole ConfigStore per group
-    (tests/test_help.py checks that the two agree)."""
+    (tests/run/test_help.py checks that the two agree)."""
     options = set().union(*(source_options(source, group) for source in cfg.hydra.runtime.config_sources))
     return sorted(option for option in options if not option.endswith(SCHEMA_SUFFIX))
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from attention_lab.analysis.head_metrics import HeadMetric
+from attention_lab.analysis.tags import HeadMetric
 from attention_lab.tensorboard_plugin.limits import DECIMALS, MAX_HEADS, MAX_LAYERS
 from attention_lab.tensorboard_plugin.sentence import MAX_CHARS, SentenceError, SentenceModels, keep
 

@@ -16,8 +16,7 @@ grid is counted before it is built (:class:`~attention_lab.tensorboard_plugin.ru
 
 from __future__ import annotations
 
-from attention_lab.analysis.head_metrics import COMPOSITIONS, PATCHING, parse_composition_tag, parse_copying_tag
-from attention_lab.analysis.index_tags import is_index_tag
+from attention_lab.analysis.tags import COMPOSITIONS, PATCHING, is_index_tag, parse_composition_tag, parse_copying_tag
 from attention_lab.names import natural
 from attention_lab.tensorboard_plugin.focus import pair_with_maps
 from attention_lab.tensorboard_plugin.run_config import RunSizes

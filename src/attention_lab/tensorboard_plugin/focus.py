@@ -6,7 +6,7 @@ removed, because other heads do the same work (redundancy)."""
 
 from __future__ import annotations
 
-from attention_lab.analysis.head_metrics import ABLATIONS, ablation_family, best_head, score_family
+from attention_lab.analysis.tags import ABLATIONS, ablation_family, best_head, score_family
 
 REDUNDANT_HEADS_DOCS = "docs/tensorboard.md#redundant-heads"
 # What the redundancy line's "Why?" opens to, in the tab and in an offline snapshot (which can link to no docs page):

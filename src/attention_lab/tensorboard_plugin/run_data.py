@@ -26,7 +26,7 @@ from attention_lab.tensorboard_plugin.scores import grids_at, parse_tag
 MAX_POINTS = 1_000_000  # ask the provider for every point it holds (what it keeps is TensorBoard's sampling)
 
 NO_RECORDS = ("no attention records in this run: it was trained before the attention tab existed, or without "
-              "callbacks.attention_summaries. The sentence box still works when the run has a checkpoint.")
+              "callbacks.attention_maps. The sentence box still works when the run has a checkpoint.")
 
 
 class NoMaps(Exception):

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from attention_lab.analysis.head_metrics import HeadMetric
+from attention_lab.analysis.tags import HeadMetric
 from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_LAYERS
 
 DESCRIPTIONS = {
@@ -19,7 +19,7 @@ DESCRIPTIONS = {
 
 
 def parse_tag(tag: str) -> HeadMetric | None:
-    """The family, layer and head of a head score's or an ablation's tag (:mod:`attention_lab.analysis.head_metrics`, the one
+    """The family, layer and head of a head score's or an ablation's tag (:mod:`attention_lab.analysis.tags`, the one
     place that writes them), or None for any other scalar and for a layer or head beyond the tab's limits (a grid
     is as large as its highest layer and head)."""
     record = HeadMetric.parse(tag)

@@ -179,7 +179,7 @@ def read_runs(run_dir: Path) -> list[dict]:
     names = [entry["run"] for entry in source.runs() if entry["has_maps"]]
     if not names:
         raise ReviewError(f"{run_dir} holds no attention records: it was trained before the attention tab existed, "
-                          "or without callbacks.attention_summaries")
+                          "or without callbacks.attention_maps")
     budget = PageBudget(run_dir, MAX_SNAPSHOT_BYTES)
     return [read_run(source, name, budget) for name in names]
 
