@@ -59,13 +59,15 @@ class RunContext:
     run_dir: Path | None = None  # the run's own dir (Hydra's output dir), the only place it writes; None = paths.output_dir
 
 
-# A run bounded by ``max_steps`` alone has no epoch limit: Lightning keeps ``max_epochs=-1``, which the
-# progress bar shows as "Epoch 0/-2". When the batches of an epoch are known before the Trainer is built, the
-# Trainer gets the number of epochs that ``max_steps`` spans (its own ``max_epochs`` argument), so the bar reads
-# "Epoch 3/23"; the limit never binds before ``max_steps`` does. Where an epoch's batches depend on what only the
-# Trainer knows (several devices or nodes, ``limit_train_batches``), no bound is set and the bar shows -2.
 def epochs_for_steps(trainer: Any, batches: int, *, resuming: bool) -> int | None:
-    """``trainer`` is the run's trainer config; ``batches``, the training batches of one epoch on one device."""
+    """The Trainer's ``max_epochs`` for a run bounded by ``max_steps`` alone (``trainer``: the run's trainer config;
+    ``batches``: the training batches of one epoch on one device), or None.
+
+    Such a run has no epoch limit: Lightning keeps ``max_epochs=-1``, which the progress bar shows as "Epoch 0/-2".
+    When the batches of an epoch are known before the Trainer is built, the Trainer gets the number of epochs that
+    ``max_steps`` spans, so the bar reads "Epoch 3/23"; the limit never binds before ``max_steps`` does. Where an
+    epoch's batches depend on what only the Trainer knows (several devices or nodes, ``limit_train_batches``), no
+    bound is set and the bar shows -2."""
     if trainer.get("max_epochs") not in (None, -1) or (trainer.get("max_steps") or -1) <= 0 or batches <= 0:
         return None
     if any(trainer.get(key) not in (None, *plain) for key, plain in

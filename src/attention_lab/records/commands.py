@@ -12,8 +12,8 @@ run's end note (:class:`attention_lab.callbacks.lifecycle.RunEndNote`) and a swe
 tool's command line is one edit here.
 
 Paths are shown as a user types them: relative to the working dir when they lie below it (``.venv/bin/python``,
-``scripts/visualize.py``), else absolute. This module imports nothing beyond the standard library: scripts and
-error lines that must stay fast use it.
+``scripts/visualize.py``), else absolute. This module imports nothing beyond the standard library and the tab's
+name (:mod:`attention_lab.records.run_names`): scripts and error lines that must stay fast use it.
 """
 
 from __future__ import annotations
