@@ -57,11 +57,17 @@ def corrupt_batch(task: Task, batch: Batch, bos: bool = False) -> Patched:
     return inputs, corrupted, targets, implied, mask
 
 
-def logit_diff_sum(logits: Tensor, targets: Tensor, implied: Tensor, mask: Tensor) -> float:
-    """Σ over the masked positions of logit(target) - logit(implied); logits (B, T, V), the rest (B, T)."""
+def logit_diff(logits: Tensor, targets: Tensor, implied: Tensor, mask: Tensor) -> Tensor:
+    """Σ over the masked positions of logit(target) - logit(implied), a float64 tensor that gradients pass through
+    (attribution patching differentiates it); logits (B, T, V), the rest (B, T)."""
     correct = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
     other = logits.gather(-1, implied.unsqueeze(-1)).squeeze(-1)  # (B, T)
-    return float(((correct - other).double() * mask).sum())
+    return ((correct - other).double() * mask).sum()
+
+
+def logit_diff_sum(logits: Tensor, targets: Tensor, implied: Tensor, mask: Tensor) -> float:
+    """:func:`logit_diff` as a number."""
+    return float(logit_diff(logits, targets, implied, mask))
 
 
 def patched_layers(module) -> list[int]:

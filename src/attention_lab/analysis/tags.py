@@ -11,7 +11,11 @@ with the families
 - ``ablation/<how>/<metric>``: what switching the head off costs on the validation set
   (:mod:`attention_lab.analysis.ablation`), how in :data:`ABLATIONS`, metric in :data:`ABLATION_METRICS`;
 - ``patching/logit_diff``: the fraction of the clean-minus-corrupted logit difference that patching the head's
-  clean output into the corrupted run restores (:mod:`attention_lab.analysis.patching`).
+  clean output into the corrupted run restores (:mod:`attention_lab.analysis.patching`);
+- ``attribution/logit_diff``: the same fraction estimated to first order from one gradient, attribution patching
+  (:mod:`attention_lab.analysis.attribution`; per head only).
+- ``path_patching/logit_diff``: that fraction for one path, sender -> a later head's q/k/v or the logits, tagged
+  ``.../layer{a}/head{i}/layer{b}/head{j}/{q,k,v}`` or ``.../logits`` (:mod:`attention_lab.analysis.path_patching`).
 
 The circuit scores of :mod:`attention_lab.analysis.circuits` are named here too: ``composition/<kind>/layer{a}/head{i}/
 layer{b}/head{j}`` for a pair of heads and ``circuit/copying/layer{l}/head{h}``.
@@ -38,6 +42,8 @@ ABLATIONS = ("zero", "mean")  # the head's output set to 0 / to its mean over th
 ABLATION_METRICS = ("loss", "token_acc")  # loss: the increase; token_acc: the drop
 ENTROPY = "attention_entropy"
 PATCHING = "patching/logit_diff"
+PATH_PATCHING = "path_patching/logit_diff"  # pair tags, not a HeadMetric family
+ATTRIBUTION = "attribution/logit_diff"
 WHOLE_LAYER = "all"
 COMPOSITIONS = ("q", "k", "v")  # what an earlier head's output may feed in a later head
 
