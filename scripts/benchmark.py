@@ -8,10 +8,13 @@
 
 A  attention kernels: ch. 3's efficient-MHA setup (batch 8, 1024 tokens, d=768, 12 heads, causal, float32),
    plus grouped-query attention, RoPE and ALiBi against hand-written SDPA twins
-B  training throughput: scripts/train.py (Lightning) vs a plain PyTorch loop on the same model
+B  training throughput: scripts/train.py (Lightning) vs a plain PyTorch loop on the same model, and Lightning's
+   own loop alone between them
 C  attention-map logging overhead: the same training with the TensorBoard heatmaps on and off; and the head
-   ablation and activation patching of the final validation, on and off
-D  start-up and time to result: --help, config errors, first training step, solving the default task
+   ablation and activation patching of the final validation, on and off; the circuit metrics and the attribution
+   patching of every validation, timed in-process against the default run
+D  start-up and time to result: --help, config errors, first training step, solving the default task; a sweep
+   job's time beyond its training (hydra/launcher=parallel)
 E  what replaces attention: fwd+bwd time and peak memory against the sequence length (256..8192) for multihead
    and every multi-head, self-attending variant of the registry (--mixers picks some), growth exponents,
    crossovers, a log-log plot (<json>.png); linear, sigmoid and conv against hand-written twins
@@ -104,11 +107,13 @@ def measure(args: argparse.Namespace, shape, plan, report, plot_path: Path | Non
             ) -> tuple[list, list[str], dict, dict]:
     """Runs the chosen sections: (rows, errors, training runs, each section's target inputs)."""
     from benchmarks.ablation_overhead import ablation_rows
+    from benchmarks.attribution_cost import attribution_rows
     from benchmarks.compose import compose_train_config
     from benchmarks.kernels import run_kernels
     from benchmarks.logging_overhead import logging_rows
     from benchmarks.scaling import FULL_SCALING, QUICK_SCALING, run_scaling
     from benchmarks.startup import run_startup, startup_rows
+    from benchmarks.sweep_overhead import FULL_SWEEP, QUICK_SWEEP, run_sweep, sweep_rows
     from benchmarks.throughput import throughput_rows
     from benchmarks.training import run_training
     from benchmarks.validation_metrics import validation_metric_rows
@@ -143,10 +148,12 @@ def measure(args: argparse.Namespace, shape, plan, report, plot_path: Path | Non
     if runs and "C" in args.sections:
         every_n = int(compose_train_config([]).callbacks.attention_maps.every_n_steps)
         attempt("C", lambda: combined(logging_rows(runs, every_n), ablation_rows(runs),
-                                        validation_metric_rows(runs)))
+                                        validation_metric_rows(runs), attribution_rows(runs)))
     if "D" in args.sections:
-        attempt("D", lambda: startup_rows(run_startup(repeats=startup_repeats, device=args.device, progress=report),
-                                          runs, plan))
+        sweep = QUICK_SWEEP if args.quick else FULL_SWEEP
+        attempt("D", lambda: combined(
+            startup_rows(run_startup(repeats=startup_repeats, device=args.device, progress=report), runs, plan),
+            sweep_rows(run_sweep(sweep, device=args.device, progress=report), sweep)))
     if "E" in args.sections:
         attempt("E", lambda: run_scaling(QUICK_SCALING if args.quick else FULL_SCALING, repeats=kernel_repeats,
                                          device=args.device, plot_path=plot_path, progress=report,

@@ -50,7 +50,7 @@ configuration) and the line on which configuration is the best, and writes besid
                 equal but for it and seed) standing as its value with the best mean of --metric, named, with how
                 many values had a result (Zoology reports the best of four learning rates per cell), and the
                 values its seeds do not separate from it: "0.003 (not separated from 0.01)"
-  formation.png with --plot: loss, best previous-token and best induction score against the step, one line
+  formation.png with --plot: loss, best previous-token score and prefix matching against the step, one line
                 per seed, each run's formation step marked (runs that recorded their history: induction_formation)
   loss_by_index.png  with --plot: each job's validation loss by target index over training, a step x index
                 heatmap per job (Olsson et al.'s picture), where the jobs recorded it

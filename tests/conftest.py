@@ -414,7 +414,7 @@ def trained_induction(tmp_path_factory):
 # callbacks that draw, or record for the attention tab and the circuit views. They observe: a run trains to the
 # same numbers without them.
 OBSERVERS_OFF = ["~callbacks.head_score_maps", "~callbacks.attention_maps", "~callbacks.loss_by_index_map",
-                 "~callbacks.circuit_scores", "~callbacks.module_values", "patching=false"]
+                 "~callbacks.circuit_scores", "~callbacks.module_values", "patching=false", "path_patching=false"]
 # A sweep's jobs at their smallest: 2 steps, no images drawn at the final validation.
 TINY_JOB = ["max_steps=2", "task.train_size=64", "task.val_size=32", "callbacks.attention_maps.images=false",
             "~callbacks.head_score_maps", "ablation=[]"]

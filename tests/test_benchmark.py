@@ -36,13 +36,16 @@ EXPECTED_ROWS = {
     *(f"A/{kind}/{case}{twin}" for kind in ("fwd", "fwd+bwd") for case in VARIANTS_QUICK for twin in ("", "_twin")),
     "A/memory/multihead", "A/memory/multihead_weights",
     "A/memory/kv_projections/kv_heads_4", "A/memory/kv_projections/kv_heads_1",
-    "B/framework", "B/framework_no_maps", "B/plain", "B/framework_cpu", "B/plain_cpu",
+    "B/framework", "B/framework_no_maps", "B/plain", "B/framework_cpu", "B/plain_cpu", "B/lightning_floor",
+    "B/framework_vs_floor",
     "C/maps_on", "C/maps_off", "C/overhead", "C/overhead_run", "C/overhead_cpu", "C/first_event", "C/event", "C/share",
     "C/final_validation_ablation_on", "C/final_validation_ablation_off", "C/ablation_pass", "C/ablation_overhead",
     "C/ablation_run_ratio", "C/validation_pass_ms", "C/circuit_scores_ms", "C/prefix_probe_ms", "C/loss_by_index_ms",
     "C/circuit_metrics_per_validation", "C/circuit_metrics_run_share",
+    "C/attribution_during_training_ms", "C/attribution_final_ms", "C/attribution_per_validation",
+    "C/attribution_run_share",
     "D/help", "D/config_error", "D/type_error", "D/import_lightning", "D/first_step", "D/time_to_result",
-    "D/default_run",
+    "D/default_run", "D/sweep_job_overhead", "D/sweep_job_start", "D/sweep_job_end", "D/sweep_job_training",
 }
 # The quick benchmark of these tests measures one mixer against multihead in section E, a twinned one (its memory is
 # measured in a process per length); every mixer of the registry is the default (test_section_e_measures_...).
@@ -63,7 +66,7 @@ EXPECTED_TARGETS = {
     "target/A/fwd+bwd_vs_plain", "target/A/fwd+bwd_vs_nn_mha", "target/A/fwd_gemm_fraction",
     *(f"target/A/fwd+bwd_{case}_vs_twin" for case in VARIANTS_QUICK),
     "target/B/throughput", "target/C/overhead", "target/C/ablation", "target/D/help", "target/D/config_error", "target/D/type_error",
-    "target/D/first_step",
+    "target/D/first_step", "target/D/sweep_job_overhead",
 }
 # Rows without a value in --quick: no default run (time to result), runs too short for a second map event.
 # Section E's crossovers: none when a mixer is not faster than softmax attention within the lengths measured.
@@ -123,12 +126,64 @@ def test_circuit_metrics_rows_add_up(quick):
     assert rows["C/circuit_metrics_run_share"]["samples"] == pytest.approx(shares)
 
 
+def test_attribution_rows_add_up():
+    """The run share: the pass during training at each validation of the run and the final one's on the whole set,
+    over the run's wall time; measured where the task has a corruption (the default run's has none)."""
+    cost = harness("attribution_cost")
+    rows, _ = cost.attribution_rows({"maps_on": [{"steps": 125, "process_s": 10.0}]}, repeats=1)
+    values = {row.key: row.value for row in rows}
+    during, final = values["C/attribution_during_training_ms"], values["C/attribution_final_ms"]
+    assert 0 < during < final  # the first examples, then the whole validation set
+    every = compose_config().trainer.val_check_interval
+    assert values["C/attribution_run_share"] == pytest.approx((during * (125 // every) + final) / 1000 / 10.0 * 100)
+    assert compose_config(cost.OVERRIDES).task.name == "induction" and compose_config().task.name == "reverse"
+
+
+def test_lightning_floor_splits_the_gap_round_by_round():
+    """Lightning's own loop against the plain loop, and the framework against it: each a median of the ratios of
+    one round (runs of a round are back to back)."""
+    runs = {"maps_on": [{"steps": 120, "steps_per_s": 90.0, "steps_per_cpu_s": 80.0},
+                        {"steps": 120, "steps_per_s": 60.0, "steps_per_cpu_s": 80.0},
+                        {"steps": 120, "steps_per_s": 85.0, "steps_per_cpu_s": 80.0}],
+            "plain": [{"steps_per_s": 100.0, "steps_per_cpu_s": 100.0, "torch_threads": 1},
+                      {"steps_per_s": 50.0, "steps_per_cpu_s": 100.0, "torch_threads": 1},
+                      {"steps_per_s": 100.0, "steps_per_cpu_s": 100.0, "torch_threads": 1}],
+            "floor": [{"steps_per_s": 95.0, "steps_per_cpu_s": 90.0}, {"steps_per_s": 40.0, "steps_per_cpu_s": 90.0},
+                      {"steps_per_s": 100.0, "steps_per_cpu_s": 90.0}]}
+    rows, _ = harness("throughput").throughput_rows(runs, harness("training").FULL_TRAINING)
+    rows = {row.key: row for row in rows}
+    assert rows["B/lightning_floor"].ratio == pytest.approx(0.95)  # of 0.95, 0.8, 1.0
+    assert rows["B/framework_vs_floor"].value == pytest.approx(90 / 95)  # of 90/95, 1.5, 0.85
+    assert rows["B/framework"].ratio == pytest.approx(0.9)  # of 0.9, 1.2, 0.85
+
+
+def test_sweep_job_overhead_is_its_wall_time_minus_its_training(tmp_path):
+    """From the job's process start (its timer) to its run_info.json's last write, less the fit's training."""
+    sweep = harness("sweep_overhead")
+    for num, (start, train_start, train_end, recorded) in enumerate([(100.0, 101.5, 104.0, 105.25),
+                                                                     (100.0, 100.5, 103.0, 104.0)]):
+        job = tmp_path / str(num)
+        job.mkdir()
+        (job / sweep.TIMER_FILE).write_text(json.dumps({"process_start_wall": start, "train_start_wall": train_start,
+                                                        "train_end_wall": train_end}))
+        (job / sweep.RUN_INFO).write_text("{}")
+        os.utime(job / sweep.RUN_INFO, ns=(int(recorded * 1e9), int(recorded * 1e9)))
+    jobs = [sweep.job_times(tmp_path / str(num)) for num in (0, 1)]
+    assert jobs[0] == pytest.approx({"job_s": 5.25, "training_s": 2.5, "start_s": 1.5, "end_s": 1.25,
+                                     "overhead_s": 2.75})
+    rows, targets = sweep.sweep_rows(jobs, sweep.FULL_SWEEP)
+    rows = {row.key: row for row in rows}
+    assert rows["D/sweep_job_overhead"].value == pytest.approx((2.75 + 1.5) / 2) == targets["sweep job overhead"]
+    assert rows["D/sweep_job_overhead"].ok is False  # 2.1 s against 1 s
+    assert rows["D/sweep_job_start"].samples == pytest.approx([1.5, 0.5])
+
+
 def test_quick_records_machine_command_and_runs(quick):
     _, result, _ = quick
     assert result["command"] == f"python scripts/benchmark.py {' '.join(QUICK_ARGS)} --out-dir {quick[2]}"
     assert {"cpu", "cores", "torch", "lightning", "python"} <= set(result["machine"])
     kinds = sorted(run.get("kind", "plain") for run in result["runs"])
-    assert kinds == ["ablation_off", "maps_off", "maps_on", "plain"]
+    assert kinds == ["ablation_off", "floor", "maps_off", "maps_on", "plain"]
     assert result["kernel_shape"]["tokens"] < 1024  # --quick: small shapes
     maps_on = next(run for run in result["runs"] if run.get("kind") == "maps_on")
     maps_off = next(run for run in result["runs"] if run.get("kind") == "maps_off")

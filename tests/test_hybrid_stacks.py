@@ -114,24 +114,37 @@ def test_a_stack_trains_through_the_script(tmp_path: Path, single_thread):
     console = proc.stdout + proc.stderr
     assert "KV cache per token: 96 numbers, in layer 1 (multihead); layer 0 (gated_deltanet) keeps a state of" \
         in console, console[-3000:]
-    assert "circuit scores: not measured in any layer: layer 0 (gated_deltanet) has no per-head" in console
-    assert "layer 1 (multihead) has them, but the scores are computed only for a stack whose every layer" in console
+    assert ("circuit scores: layer 0 (gated_deltanet) has no per-head W_Q/W_K/W_V/W_O of the multihead shape; "
+            "measured layer 1") in console
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["hparams"]["mixers"] == "gated_deltanet,multihead"
     assert 0.0 <= metrics["val/seq_acc"] <= 1.0
     for layer in (0, 1):  # scores and ablations of each layer, whatever its variant
         assert f"head_score/induction/layer{layer}/head3" in metrics
         assert f"ablation/zero/loss/layer{layer}/all" in metrics
+    assert "circuit/copying/layer1/head3" in metrics and "circuit/copying/layer0/head0" not in metrics
     saved = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["hyper_parameters"]["model"]
     assert ModelConfig.from_dict(saved).layer_variants() == ["gated_deltanet", "multihead"]
 
 
 def test_the_map_images_name_each_layers_variant():
-    from attention_lab.callbacks.probe_logging import ProbeLogger
     from test_attention_maps import FakeModule
+
+    from attention_lab.callbacks.probe_logging import ProbeLogger
 
     module = FakeModule(encoder_decoder=False)
     module.config.mixers = ["gated_deltanet", "multihead"]
     titles = [title for _, title, _ in ProbeLogger(run_name="run").heatmaps(module, ["Life", "is"], 7)]
     assert titles[0].endswith("layer 0 (gated_deltanet), head 0 · step 7")
     assert titles[-1].endswith("layer 1 (multihead), head 3 · step 7")
+
+
+def test_the_tabs_circuits_name_the_layer_without_them():
+    from attention_lab.tensorboard_plugin.checkpoint_circuits import supported
+    from attention_lab.tensorboard_plugin.sentence import SentenceError
+
+    with pytest.raises(SentenceError, match=r"^layer 0 \(gated_deltanet\) has no per-head W_Q/W_K/W_V/W_O"):
+        supported(Wrapped(built(["mixers=[gated_deltanet,multihead]", *CAUSAL])))
+    with pytest.raises(SentenceError, match=r"^the mamba2 variant has no per-head"):
+        supported(Wrapped(built(["model=mamba2", *CAUSAL])))
+    supported(Wrapped(built(["model=multihead", *CAUSAL])))

@@ -25,7 +25,7 @@ FLOORS = (
     {"analysis", "plotting"},
     {"records", "lit_module", "checks"},
     {"callbacks", "train"},
-    {"review", "tensorboard_plugin"},
+    {"review", "tensorboard_plugin", "findings"},
     {"run", "docs_tables"},
 )
 

@@ -70,18 +70,28 @@ def plain_loop(overrides: list[str], *, steps: int, warmup_steps: int, device: s
                 break
     sync(device)
     train_s, train_cpu_s = time.perf_counter() - window_start, time.process_time() - window_start_cpu
+    return window_result("plain", steps, warmup_steps, train_s, train_cpu_s)
+
+
+def window_result(kind: str, steps: int, warmup_steps: int, train_s: float, train_cpu_s: float) -> dict[str, Any]:
+    """A timed loop's record: steps/s over the window after ``warmup_steps``, wall and CPU (the floor's too)."""
     window = steps - warmup_steps
-    return {"kind": "plain", "steps": steps, "window_steps": window, "train_s": train_s,
+    return {"kind": kind, "steps": steps, "window_steps": window, "train_s": train_s,
             "steps_per_s": window / train_s, "train_cpu_s": train_cpu_s, "steps_per_cpu_s": window / train_cpu_s,
             "torch_threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
 
 
-def main(request: dict[str, Any]) -> None:
+def answer(request: dict[str, Any], measure) -> None:
+    """Runs ``measure`` (this loop or the Lightning floor) as benchmarks.training's request asks; writes its record."""
     if request.get("threads"):
         torch.set_num_threads(int(request["threads"]))
-    result = plain_loop(request["overrides"], steps=request["steps"], warmup_steps=request["warmup_steps"],
-                        device=request["device"])
+    result = measure(request["overrides"], steps=request["steps"], warmup_steps=request["warmup_steps"],
+                     device=request["device"])
     Path(request["out"]).write_text(json.dumps(result, indent=2))
+
+
+def main(request: dict[str, Any]) -> None:
+    answer(request, plain_loop)
 
 
 if __name__ == "__main__":

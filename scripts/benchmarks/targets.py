@@ -7,6 +7,7 @@ from typing import Any
 from benchmarks.kernels import TWIN_LIMIT, variant_keys
 from benchmarks.rows import Row, check
 from benchmarks.startup import COMMAND_LIMIT_S, FIRST_STEP_LIMIT_S, RESULT_LIMIT_S
+from benchmarks.sweep_overhead import JOB_OVERHEAD_LIMIT_S
 
 
 def kernel_targets(a: dict[str, Any], heads: int) -> list[Row]:
@@ -52,6 +53,10 @@ def target_rows(a: dict[str, Any] | None, b: dict[str, Any] | None, c: dict[str,
                                 ok=check(d[key], "<=", COMMAND_LIMIT_S)))
         rows.append(Row("D", "target/D/first_step", "start -> first training step", d.get("first step"), "s",
                         target=f"<= {FIRST_STEP_LIMIT_S:.0f} s", ok=check(d.get("first step"), "<=", FIRST_STEP_LIMIT_S)))
+        if "sweep job overhead" in d:
+            rows.append(Row("D", "target/D/sweep_job_overhead", "sweep job: wall time minus its training",
+                            d["sweep job overhead"], "s", target=f"<= {JOB_OVERHEAD_LIMIT_S:.0f} s",
+                            ok=check(d["sweep job overhead"], "<=", JOB_OVERHEAD_LIMIT_S)))
         if "time to result" in d:
             value = d["time to result"]
             rows.append(Row("D", "target/D/time_to_result", "default run: start -> val seq_acc >= 0.99", value, "s",

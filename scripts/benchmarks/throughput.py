@@ -2,7 +2,8 @@
 
 The ratio is the median over rounds of framework / plain loop within a round (the runs of a round are back
 to back, so a change in the machine's load hits both); per CPU-second as well, which other processes on
-the machine hardly change.
+the machine hardly change. Lightning's own loop with nothing of the lab's (benchmarks.lightning_floor), in the same
+rounds, splits the gap: Lightning's part (floor / plain loop) and the lab's (framework / floor).
 """
 
 from __future__ import annotations
@@ -44,4 +45,17 @@ def throughput_rows(runs: dict[str, list[dict]], plan: TrainingPlan) -> tuple[li
             median([r["steps_per_cpu_s"] for r in plain]), "steps/CPU-s",
             samples=[r["steps_per_cpu_s"] for r in plain]),
     ]
+    if runs.get("floor"):
+        floor = runs["floor"]
+        rows += [
+            Row("B", "B/lightning_floor", "Lightning's own loop: a bare Trainer (no callbacks, logger, checkpoints, "
+                "validation), same module, data, AdamW, clipping", median([r["steps_per_s"] for r in floor]), "steps/s",
+                ratio=per_round_ratio(floor, plain, "steps_per_s"), ratio_to="plain loop",
+                note=f"{window}; per CPU-second {per_round_ratio(floor, plain, 'steps_per_cpu_s'):.2f}x the plain loop",
+                samples=[r["steps_per_s"] for r in floor]),
+            Row("B", "B/framework_vs_floor", "framework steps/s / Lightning's own loop (what the lab adds)",
+                per_round_ratio(on, floor, "steps_per_s"), "x",
+                note=f"per CPU-second {per_round_ratio(on, floor, 'steps_per_cpu_s'):.2f}x; median of per-round ratios",
+                samples=[f["steps_per_s"] / r["steps_per_s"] for f, r in zip(on, floor, strict=True)]),
+        ]
     return rows, {"throughput ratio": ratio, "throughput ratio (CPU time)": cpu_ratio}

@@ -22,6 +22,18 @@ from attention_lab.callbacks.steps_to_solve import is_solved
 from benchmarks.hook_profiler import CallbackHookProfiler
 
 
+def process_start_wall() -> float | None:
+    """When this process was created (fork or exec), as seconds since the epoch, to the kernel's clock tick (10 ms):
+    now minus the process's age, the uptime less its start time in ticks since boot; None where /proc is missing.
+    A sweep job forked by the parallel launcher starts long after its sweep."""
+    try:
+        started_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22 of stat(5)
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return time.time() - (uptime - started_ticks / os.sysconf("SC_CLK_TCK"))
+
+
 class Stopwatch:
     """Wall and CPU seconds since ``start``, minus the pauses between ``pause`` and ``resume``."""
 
@@ -66,7 +78,7 @@ class BenchmarkTimer(L.Callback):
         self.last_batch_end: tuple[float, float] | None = None
         self.fit_start: tuple[float, float] | None = None
         self.walls: dict[str, float | None] = dict.fromkeys(("fit_start", "train_start", "first_batch",
-                                                             "first_step", "solved"))
+                                                             "first_step", "solved", "train_end"))
         self.validations = 0
         self.solved_step: int | None = None
         self.best_seq_acc: float | None = None
@@ -93,6 +105,9 @@ class BenchmarkTimer(L.Callback):
         self.steps += 1
         if self.walls["first_step"] is None:
             self.walls["first_step"] = time.time()
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.walls["train_end"] = time.time()
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.state.fn == "validate":  # train.py's final validation, after fit (the head ablation runs in it)
@@ -140,6 +155,7 @@ class BenchmarkTimer(L.Callback):
             "best_seq_acc": self.best_seq_acc,
             # seconds of every call of each map-logger hook, in call order
             "map_logger_hooks_s": dict(profiler.durations) if isinstance(profiler, CallbackHookProfiler) else {},
+            "process_start_wall": process_start_wall(),
             "torch_threads": torch.get_num_threads(),
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         }

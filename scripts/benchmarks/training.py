@@ -1,7 +1,7 @@
 """The training runs of sections B, C and D: ``python scripts/train.py``, exactly as a user starts it, plus
 one timing callback and one profiler added by Hydra overrides; and the plain PyTorch loop.
 
-The runs take turns in rounds whose order rotates: {maps on, maps off, ablation off, plain loop}.
+The runs take turns in rounds whose order rotates: {maps on, maps off, ablation off, plain loop, Lightning's floor}.
 """
 
 from __future__ import annotations
@@ -64,18 +64,22 @@ def run_framework(overrides: list[str], *, workdir: Path, warmup_steps: int,
     return result
 
 
+REFERENCES = {"plain": "benchmarks.plain_loop", "floor": "benchmarks.lightning_floor"}  # B's references, by kind
+
+
 def run_plain_loop(overrides: list[str], *, steps: int, warmup_steps: int, workdir: Path, device: str = "cpu",
                    threads: int | None = None, env: dict[str, str] | None = None,
-                   timeout: float = 900) -> dict[str, Any]:
-    """benchmarks.plain_loop in a fresh process (imports and thread pools as a training run has them)."""
+                   timeout: float = 900, kind: str = "plain") -> dict[str, Any]:
+    """One of B's references (``kind``: the plain loop, or Lightning's floor) in a fresh process (imports and
+    thread pools as a training run has them)."""
     workdir.mkdir(parents=True, exist_ok=True)
     out = Path(tempfile.mkstemp(prefix="plain-", suffix=".json", dir=workdir)[1])
     request = {"overrides": overrides, "steps": steps, "warmup_steps": warmup_steps, "device": device,
                "threads": threads, "out": str(out)}
-    wall, proc = run_process([sys.executable, "-m", "benchmarks.plain_loop", json.dumps(request)], env=env,
+    wall, proc = run_process([sys.executable, "-m", REFERENCES[kind], json.dumps(request)], env=env,
                              timeout=timeout)
     if proc.returncode != 0:
-        raise RunFailed(f"plain loop exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        raise RunFailed(f"{REFERENCES[kind]} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     result = json.loads(out.read_text())
     result["process_s"] = wall
     return result
@@ -85,25 +89,26 @@ def run_training(plan: TrainingPlan, *, sections: str, device: str = "cpu", work
                  progress: Progress = no_progress) -> dict[str, list[dict]]:
     """The training runs of B, C and D: ``python scripts/train.py device=<device>`` (the default run; with
     --quick, max_steps=30), with and without the attention maps, and the plain loop for as many steps.
-    Returns the runs by kind: maps_on (always: B, C and D use it), maps_off and ablation_off (C), plain (B)."""
+    Returns the runs by kind: maps_on (always: B, C and D use it), maps_off and ablation_off (C), plain and floor
+    (B: the plain loop, and Lightning's own loop alone)."""
     base = [f"device={device}"] + ([f"max_steps={plan.max_steps}"] if plan.max_steps else [])
     kinds = (["maps_on"] + (["maps_off", "ablation_off"] if "C" in sections else [])
-             + (["plain"] if "B" in sections else []))
+             + (["plain", "floor"] if "B" in sections else []))
     runs: dict[str, list[dict]] = {k: [] for k in kinds}
     settings: dict[str, Any] = {}  # the framework's thread settings and step count, copied by the plain loop
     for round_index in range(plan.rounds):
         shift = round_index % len(kinds)
         order = kinds[shift:] + kinds[:shift]
-        if not settings and order[0] == "plain":  # the plain loop needs a framework run first
+        while not settings and order[0] in REFERENCES:  # the references need a framework run first
             order = [*order[1:], order[0]]
         for kind in order:
             progress(f"training runs: round {round_index + 1}/{plan.rounds} · {kind.replace('_', ' ')}")
-            if kind == "plain":
+            if kind in REFERENCES:
                 policy = settings["omp_wait_policy"]
                 env = child_env(OMP_WAIT_POLICY=policy) if policy else child_env()
                 runs[kind].append(run_plain_loop(base, steps=settings["steps"], warmup_steps=plan.warmup_steps,
                                                  workdir=workdir, device=device, threads=settings["torch_threads"],
-                                                 env=env))
+                                                 env=env, kind=kind))
                 continue
             switched_off = {"maps_off": list(MAPS_OFF), "ablation_off": list(ABLATION_OFF)}.get(kind, [])
             result = run_framework(base + switched_off, workdir=workdir, warmup_steps=plan.warmup_steps)

@@ -15,9 +15,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from attention_lab.analysis.clamp import check_clamp
 from attention_lab.analysis.tags import (
     ABLATION_METRICS,
     ABLATIONS,
+    ATTRIBUTION,
     ENTROPY,
     HEAD_SCORE_KINDS,
     PATCHING,
@@ -65,6 +67,7 @@ def validate(cfg: DictConfig) -> None:
         check_masks(cfg, layer_variant, who)
     check_ablation(cfg, variant)
     check_patching(cfg)
+    check_clamp(cfg)
     check_optimized_metric(cfg, variant)
     check_trainer(cfg)
 
@@ -316,10 +319,10 @@ def check_ablation(cfg: DictConfig, variant: VariantFacts) -> None:
                           "set ablation=null (all) or e.g. ablation=[zero]")
 
 
-def patches(cfg: DictConfig) -> bool:
-    """Whether the run patches activations: ``patching=true`` and a task that declares a corruption."""
+def patches(cfg: DictConfig, knob: str = "patching") -> bool:
+    """Whether the run patches activations (``knob``: or attributes them) where the task declares a corruption."""
     task = TASK_REGISTRY.get(str(cfg.task.get("name")))
-    return bool(cfg.get("patching", True)) and task is not None and task.has_corruption()
+    return bool(cfg.get(knob, True)) and task is not None and task.has_corruption()
 
 
 def check_patching(cfg: DictConfig) -> None:
@@ -343,8 +346,9 @@ def per_head_metric_allowed(cfg: DictConfig, record: HeadMetric, variant: Varian
         return not variant.takes_source
     if record.family.startswith("ablation/"):
         return layer_learns(cfg, variant, record.layer) and record.family.split("/")[1] in ablations(cfg, variant)
-    if record.family == PATCHING:
-        return layer_learns(cfg, variant, record.layer) and patches(cfg)
+    if record.family in (PATCHING, ATTRIBUTION):
+        # the family's first word is its knob: patching/logit_diff, `patching`; attribution/logit_diff, `attribution`
+        return layer_learns(cfg, variant, record.layer) and patches(cfg, record.family.split("/")[0])
     return True
 
 
@@ -365,6 +369,7 @@ def check_optimized_metric(cfg: DictConfig, variant: VariantFacts) -> None:
                 if hows else "")
     if patches(cfg):
         ablation += f", {PATCHING}/layer<l>/<head<h>|all>"
+    ablation += f", {ATTRIBUTION}/layer<l>/head<h>" if patches(cfg, "attribution") else ""
     raise ConfigError(f"optimized_metric={metric} is invalid: choose one of {', '.join(scalars)}, "
                       f"{ENTROPY}/layer<l>/head<h>{scores}{ablation}, with l < layers={cfg.model.layers} and "
                       f"h < heads={cfg.model.num_heads}{ood_note}")

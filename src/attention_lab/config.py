@@ -41,6 +41,13 @@ class Device(str, Enum):
     mps = "mps"
 
 
+class ClampKind(str, Enum):
+    """What a clamped head's output becomes during training (the ``clamp_kind`` knob; callbacks/clamping.py)."""
+
+    zero = "zero"  # 0: the head says nothing
+    mean = "mean"  # its mean over the batch's real queries at each position: what it says whatever the input
+
+
 ALL_MASKS = [m.value for m in Mask]
 SCHEMA_SUFFIX = "_schema"  # a schema's name in Hydra's ConfigStore (train_schema), left out of --help's options
 
@@ -173,21 +180,21 @@ class TrainConfig:
                                 "share keys and values between heads (their class declares `grouped_kv`)")
     d_model: int = knob(sets="d_model", help="width of the embeddings and blocks")
     layers: int = knob(sets="layers", help="attention blocks (model=cross: as many encoder and decoder blocks)")
-    mask: Mask = knob(sets="mask", help="none: a query sees every key; causal: itself and earlier ones; "
-                      "padding: every key but the padding tokens",
+    mask: Mask = knob(sets="mask", help="none: all keys; causal: itself and earlier ones; padding: all but padding",
                       more="A recurrence over time (its class declares `causal_only`) takes `causal` only")
     window: int | None = knob(sets="window", help="a query sees the keys fewer than `window` positions away; null: "
                               "all", more="Not for the variants that form no T × T scores (their class's `rejects`)")
-    position: Position = knob(sets="position", help="learned or sinusoidal: a table added to the embeddings; rope or "
-                              "alibi: inside attention; none: NoPE")
-    smeared_keys: bool = knob(sets="smeared_keys", help="each key mixed with the previous one, a learned share per "
-                              "head (Olsson et al. 2022)", more="k'_j = σ(α_h) k_j + (1 − σ(α_h)) k_{j−1}, one learned "
+    position: Position = knob(sets="position", help="learned, sinusoidal: on the embeddings; rope, alibi: in attention; "
+                              "none: NoPE")
+    smeared_keys: bool = knob(sets="smeared_keys", help="each key mixed with the previous one (Olsson et al. 2022)",
+                              more="k'_j = σ(α_h) k_j + (1 − σ(α_h)) k_{j−1}, one learned "
                               "α_h per key head (starting at 0; k_{−1} = 0; before `rope` rotates the key); for the "
                               "variants with learned keys on the queries' own sequence, refused with one line by the "
                               "others")
-    mixers: list[str] | None = knob(sets="mixers", help="one variant per layer, e.g. mixers=[gated_deltanet,multihead] "
-                                    "layers=2; null: every layer is model's (its model.options go to its layers only)",
-                                    more="A [hybrid stack](#hybrid-stacks)")
+    mixers: list[str] | None = knob(sets="mixers", help="one variant per layer, e.g. [gated_deltanet,multihead]; null: model's",
+                                    more="A [hybrid stack](#hybrid-stacks), e.g. `mixers=[gated_deltanet,multihead] "
+                                    "layers=2`; with null every layer is `model`'s (its `model.options` go to its "
+                                    "layers only)")
     device: Device = knob(Device.auto, help="auto: cuda, then mps, then cpu; cpu, cuda or mps: that one")
     seed: int = knob(0, help="seed of the data, the weights and the training order",
                      more="The same seed gives bit-identical metrics and weights on the same machine, torch build and "
@@ -230,7 +237,29 @@ class TrainConfig:
                           "a task without a corruption logs one info line and nothing else")
     patching_every_validation: bool = knob(False, help="the patching at every validation during training too",
                                            more="2 + (heads + 1) × layers passes over the validation set each time")
+    path_patching: bool = knob(False, help="path patching at the end: each head's paths to later heads' q/k/v, logits",
+                               more="`path_patching/logit_diff/layer<a>/head<i>/layer<b>/head<j>/<q|k|v>` and "
+                               "`.../logits`, on activation patching's corrupted batches (see [Path patching]"
+                               "(tensorboard.md#path-patching)); a model it cannot measure logs one info line")
+    attribution: bool = knob(True, help="attribution patching, patching's first-order estimate, at every "
+                             "validation",
+                             more="`attribution/logit_diff/layer<l>/head<h>`, and `attribution/rank_corr` against "
+                             "the patching where both are measured (see [Attribution patching]"
+                             "(tensorboard.md#attribution-patching)); during training on the first examples of the "
+                             "validation set only, unless the patching is measured then too")
     tags: list = knob([], help="free-form labels, kept in the run's .hydra/config.yaml")
+    clamp: list[str] = knob([], help="heads whose output is replaced while training, e.g. [layer0/head*]; []: none",
+                            more="Each `layer<l>/head<h>`, `*` for every layer or head (the layers with heads of "
+                            "their own); during the steps of [clamp_from, clamp_until), in training and in every "
+                            "validation then (see [Clamping heads during training]"
+                            "(experiments.md#clamping-heads-during-training))")
+    clamp_kind: ClampKind = knob(ClampKind.zero, help="zero: a clamped head outputs 0; mean: its mean over the batch",
+                                 more="`mean`: at each position, the mean over the batch's real (non-pad) queries of "
+                                 "that forward pass, detached")
+    clamp_from: int = knob(0, help="the first step with the heads clamped")
+    clamp_until: int | None = knob(None, help="the first step with them released; null: clamped to the end",
+                                   more="A validation at step s sees the clamp when clamp_from <= s < clamp_until, "
+                                   "the final one too")
     resume: str | None = knob(None, help="a run dir (or sweep dir) to continue after an interruption",
                               more="See [Interrupted runs](sweeps.md#interrupted-runs-resume)")
 

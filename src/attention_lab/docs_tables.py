@@ -3,7 +3,8 @@ fact lives: the knobs from the schema (their ``knob(...)`` fields), the groups a
 search path (as ``--help`` lists them), the variants from their classes (``origin``, ``summary``, the docstring's
 first paragraph and the facts the config checks read), the tasks from theirs (``summary``, ``lengths`` and their
 ``Options`` fields' meanings), the head-score kinds from their detectors, the package's layout from its modules'
-docstrings. ``make docs`` (``python -m
+docstrings, the findings of docs/experiments.md from their declared claims and recorded results
+(:mod:`attention_lab.findings`). ``make docs`` (``python -m
 attention_lab.docs_tables``, in the project's root) rewrites each table in place, between two marker lines::
 
     <!-- generated (make docs): variants -->
@@ -22,10 +23,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from attention_lab.findings.tables import findings_table
 from attention_lab.run.config_help import GROUPS, as_typed, knob_fields, search_path_options, user_groups
 
 # The pages that hold generated tables, relative to the project's root.
-PAGES = ("README.md", "docs/library.md", "docs/configuration.md", "docs/tensorboard.md", "docs/development.md")
+PAGES = ("README.md", "docs/library.md", "docs/configuration.md", "docs/tensorboard.md", "docs/development.md",
+         "docs/experiments.md")
 MARKED = re.compile(r"^(<!-- generated \(make docs\): (\w+) -->\n)(.*?)^(<!-- end generated -->)$", re.MULTILINE | re.DOTALL)
 
 
@@ -220,7 +223,7 @@ def tables(root: Path) -> dict[str, str]:
             "tasks": task_table(task), "head_scores": head_score_table(),
             "task_options": task_option_table(), "layout": layout_table(Path(__file__).resolve().parent),
             "validation_metrics": validation_metric_table(),
-            "analysis": analysis_table()}
+            "analysis": analysis_table(), "findings": findings_table(root)}
 
 
 def rewritten(text: str, generated: dict[str, str]) -> str:

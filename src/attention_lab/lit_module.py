@@ -49,10 +49,14 @@ class AttentionLitModule(TrainedModel, L.LightningModule):
         super().__init__(model, vocab)
         self.save_hyperparameters({"model": self.config.to_dict(), "vocab": self.vocab})
         self.optimizer = optimizer or torch.optim.AdamW
-        # Validation metrics accumulate over the whole validation set (and sync across DDP processes).
+        # Validation metrics accumulate over the whole validation set (and sync across DDP processes). The losses
+        # are means over every real target token of the set, whatever the batches: a MeanMetric of the token losses
+        # (self.log of a batch's mean would weigh each batch by its sequences, not by its tokens).
+        self.val_loss = MeanMetric()
         self.val_token_acc = MulticlassAccuracy(len(self.vocab), average="micro", ignore_index=PAD_ID)
         self.val_seq_acc = MeanMetric()
         # The second validation set (task.ood_min_len..task.ood_max_len), when the datamodule gives one.
+        self.ood_loss = MeanMetric()
         self.ood_token_acc = MulticlassAccuracy(len(self.vocab), average="micro", ignore_index=PAD_ID)
         self.ood_seq_acc = MeanMetric()
         # Olsson et al.'s instruments (attention_lab.analysis.loss_by_index): the loss at each target index of the
@@ -95,16 +99,17 @@ class AttentionLitModule(TrainedModel, L.LightningModule):
         # fast path otherwise. Dataloader 1 is the longer, out-of-distribution set: ood/* metrics only.
         first = batch_idx == 0 and dataloader_idx == 0
         with capture(self.model, points=("weights",) if first else ()) as cache:
-            loss, logits = self.loss(batch)
+            logits = self(batch[0])
         inputs, targets = batch
         preds = logits.argmax(-1)
-        token_acc, seq_acc = ((self.val_token_acc, self.val_seq_acc) if dataloader_idx == 0
-                              else (self.ood_token_acc, self.ood_seq_acc))
+        loss, token_acc, seq_acc = ((self.val_loss, self.val_token_acc, self.val_seq_acc) if dataloader_idx == 0
+                                    else (self.ood_loss, self.ood_token_acc, self.ood_seq_acc))
+        token_loss = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD_ID, reduction="none")  # (B, T)
+        loss.update(token_loss[targets != PAD_ID])  # one value per real target: the set's mean over its tokens
         token_acc(preds, targets)
         seq_acc(self.exact_sequences(preds, targets))
         values: dict[str, Tensor | Metric] = {LOSS: loss, TOKEN_ACC: token_acc, SEQ_ACC: seq_acc}
         if dataloader_idx == 0:
-            token_loss = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD_ID, reduction="none")
             self.loss_by_index.update(token_loss, targets)
             if self.in_context is not None:
                 total, count = late_minus_early(token_loss, targets)
@@ -123,8 +128,9 @@ class AttentionLitModule(TrainedModel, L.LightningModule):
                 raise KeyError(f"{metric.tag(split)} is declared in analysis/validation_metrics.py, but "
                                "validation_step gives it no value")
             value = values[metric.name]
-            # The loss tensor is averaged over DDP processes (sync_dist; a no-op in one process); the torchmetrics
-            # objects sync themselves. Plain names for both sets: "ood/loss", not "ood/loss/dataloader_idx_1".
+            # A plain tensor would be averaged over DDP processes (sync_dist; a no-op in one process); the
+            # torchmetrics objects sync themselves. Plain names for both sets: "ood/loss", not
+            # "ood/loss/dataloader_idx_1".
             self.log(metric.tag(split), value, on_epoch=True, prog_bar=metric.progress_bar and split == VAL,
                      sync_dist=not isinstance(value, Metric), add_dataloader_idx=False)
 

@@ -43,25 +43,27 @@ def small_model(*overrides: str):
     return model
 
 
-def reference_scores(model) -> dict[str, float]:
+def reference_scores(model, layers: list[int] | None = None) -> dict[str, float]:
     """Head by head, in float64 numpy, straight from the modules' weights: the full vocabulary x vocabulary OV
-    circuit and its eigenvalues, no shortcut through the small product."""
+    circuit and its eigenvalues, no shortcut through the small product; of ``layers`` only (all by default),
+    each taken alone."""
     def weight(linear):
         return linear.weight.detach().double().numpy().T  # x @ W
 
     def gamma(norm):
         return np.diag(norm.weight.detach().double().numpy())
 
-    qk, ov = [], []
-    for block in model.blocks:
+    qk, ov = {}, {}
+    for layer in range(len(model.blocks)) if layers is None else layers:
+        block = model.blocks[layer]
         attention, ln = block.attention, gamma(block.norm_attention)
         d, group = attention.head_dim, attention.num_heads // attention.kv_heads
         w_q, w_k, w_v, w_o = (weight(attention.W_query), weight(attention.W_key), weight(attention.W_value),
                               weight(attention.out_proj))
-        qk.append([ln @ w_q[:, h * d:(h + 1) * d] @ (ln @ w_k[:, (h // group) * d:(h // group + 1) * d]).T
-                   for h in range(attention.num_heads)])
-        ov.append([ln @ w_v[:, (h // group) * d:(h // group + 1) * d] @ w_o[h * d:(h + 1) * d, :]
-                   for h in range(attention.num_heads)])
+        qk[layer] = [ln @ w_q[:, h * d:(h + 1) * d] @ (ln @ w_k[:, (h // group) * d:(h // group + 1) * d]).T
+                     for h in range(attention.num_heads)]
+        ov[layer] = [ln @ w_v[:, (h // group) * d:(h // group + 1) * d] @ w_o[h * d:(h + 1) * d, :]
+                     for h in range(attention.num_heads)]
     embed = model.token_embedding.weight.detach().double().numpy()
     unembed = gamma(model.final_norm) @ weight(model.lm_head)
     expected = {}
@@ -69,8 +71,8 @@ def reference_scores(model) -> dict[str, float]:
     def score(a, b):
         return np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b))
 
-    for a in range(len(ov)):
-        for b in range(a + 1, len(ov)):
+    for a in ov:
+        for b in (later for later in ov if later > a):
             for i, writer in enumerate(ov[a]):
                 for j in range(len(ov[b])):
                     expected[composition_tag("q", (a, i), (b, j))] = score(writer, qk[b][j])
@@ -152,3 +154,44 @@ def test_the_callback_says_once_where_the_heads_have_no_circuits(caplog):
     assert logged == []
     notes = [record.getMessage() for record in caplog.records]
     assert len(notes) == 1 and "simple" in notes[0]
+
+
+# --- hybrid stacks: only the layers with multihead-shaped heads are scored ---------------------------------------
+
+HYBRID = ["mask=causal", "task=induction"]
+
+
+def test_a_hybrid_scores_its_multihead_layers_alone_and_composes_them_across_the_recurrence():
+    """Layers 0 and 2 multihead, layer 1 a gated DeltaNet: copying for the heads of 0 and 2, composition 0 -> 2
+    only, each equal to the reference computed from those layers' weights alone."""
+    model = small_model("mixers=[multihead,gated_deltanet,multihead]", "layers=3", *HYBRID)
+    scores = circuit_scores(head_circuits(model))
+    expected = reference_scores(model, [0, 2])
+    assert scores.keys() == expected.keys()
+    assert len(expected) == 3 * 4 * 4 + 2 * 4  # one pair of layers, 4 heads each
+    for name, value in expected.items():
+        assert scores[name] == pytest.approx(value, abs=1e-9), name
+
+
+def test_the_callback_logs_the_multihead_layer_of_a_hybrid_and_names_the_layer_without_circuits(caplog):
+    import logging
+    from types import SimpleNamespace
+
+    from attention_lab.callbacks.circuit_scores import CircuitScores
+
+    model = small_model("mixers=[gated_deltanet,multihead]", *HYBRID)
+    logged = {}
+    module = SimpleNamespace(model=model, log=lambda name, value, **kwargs: logged.__setitem__(name, value))
+    trainer = SimpleNamespace(sanity_checking=False)
+    callback = CircuitScores()
+    with caplog.at_level(logging.INFO, logger="attention_lab.callbacks.circuit_scores"):
+        callback.on_validation_epoch_end(trainer, module)
+        callback.on_validation_epoch_end(trainer, module)
+    expected = reference_scores(model, [1])
+    assert set(expected) == {copying_tag(1, head) for head in range(4)}  # one layer: copying, no composition
+    assert logged.keys() == expected.keys()
+    for name, value in expected.items():
+        assert logged[name] == pytest.approx(value, abs=1e-9), name
+    assert [record.getMessage() for record in caplog.records] == [
+        "circuit scores: layer 0 (gated_deltanet) has no per-head W_Q/W_K/W_V/W_O of the multihead shape; "
+        "measured layer 1"]

@@ -12,6 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
+from attention_lab.analysis.prefix_matching import repeated_random_words
 from attention_lab.callbacks.induction_formation import InductionFormation, loss_drop_step
 from conftest import ROOT, run_in_process, run_train
 
@@ -23,26 +24,35 @@ def fake_trainer(step: int, metrics: dict[str, float], fn: str = "fit"):
                            callback_metrics={k: torch.tensor(v) for k, v in metrics.items()})
 
 
-def test_the_formation_step_is_the_first_validation_with_a_later_layer_induction_head():
-    callback = InductionFormation(threshold=0.5)
-    history = [(10, 2.0, 0.2, 0.9), (20, 1.9, 0.45, 0.9), (30, 1.0, 0.55, 0.9), (40, 0.9, 0.8, 0.9)]
-    for step, loss, later, first in history:
+def test_the_formation_step_is_the_first_validation_at_which_a_head_meets_the_rule():
+    """The module's model changes between validations: a positional head, then the hand-built induction circuit.
+    The detector scores from the metrics (layer 0's 0.9 too) are kept, but only the rule decides."""
+    from test_formation_rule import VOCAB, HandBuilt, Head, back, circuit
+
+    probe = repeated_random_words(VOCAB, 16)
+    callback = InductionFormation()
+    models = [HandBuilt(Head(back(1)), Head(back(7))), HandBuilt(Head(back(1)), Head(back(8))), circuit(), circuit()]
+    history = [(10, 2.0, 0.2, 0.9), (20, 1.9, 0.55, 0.9), (30, 1.0, 0.55, 0.9), (40, 0.9, 0.8, 0.9)]
+    for model, (step, loss, later, first) in zip(models, history, strict=True):
         metrics = {"val/loss": loss, "head_score/induction/layer1/head0": later,
-                   "head_score/induction/layer0/head0": first,  # layer 0 never counts: nothing below it
-                   "head_score/previous_token/layer0/head1": 0.6}
-        callback.on_validation_end(fake_trainer(step, metrics), None)
+                   "head_score/induction/layer0/head0": first, "head_score/previous_token/layer0/head1": 0.6}
+        callback.on_validation_end(fake_trainer(step, metrics), SimpleNamespace(model=model, prefix_probe=probe))
     callback.on_validation_end(fake_trainer(40, {"val/loss": 0.1}, fn="validate"), None)  # the final one: ignored
     record = callback.findings()
-    assert record["formation_step"] == 30 and record["loss_drop_step"] == 30
+    assert record["formation_step"] == 30 and record["loss_drop_step"] == 30  # not 20, where the detector passed 0.5
     assert record["formation"]["step"] == [10, 20, 30, 40]
-    assert record["formation"]["induction_later_layers"] == pytest.approx([0.2, 0.45, 0.55, 0.8])
-    assert record["formation"]["induction"] == pytest.approx([0.9] * 4)
+    assert [layers[1] for layers in record["formation"]["induction_by_layer"]] == pytest.approx([0.2, 0.55, 0.55, 0.8])
+    assert [[head["head"] for head in formed] for formed in record["formation"]["formed"]] == [
+        [], [], ["layer1/head0"], ["layer1/head0"]]
     restored = InductionFormation()
     restored.load_state_dict(json.loads(json.dumps(callback.state_dict())))  # a resumed run keeps the history
     assert restored.findings() == record
+    older = {name: values for name, values in callback.state_dict()["history"].items() if name != "formed"}
+    restored.load_state_dict({"history": older})  # a checkpoint from before the rule: no formation, no error
+    assert restored.findings()["formation_step"] is None and restored.findings()["formation"]["formed"] == [None] * 4
 
 
-def test_a_one_layer_model_never_forms_by_definition():
+def test_a_module_without_the_probe_forms_nothing():
     callback = InductionFormation()
     callback.on_validation_end(fake_trainer(10, {"val/loss": 1.0, "head_score/induction/layer0/head0": 0.9}), None)
     assert callback.findings()["formation_step"] is None
@@ -62,7 +72,8 @@ def test_a_formation_run_records_its_history(formation_sweep: Path):
     metrics = json.loads((formation_sweep / "0" / "metrics.json").read_text())
     history = metrics["formation"]
     assert history["step"] == [10, 20, 30]
-    assert len(history["val/loss"]) == len(history["induction"]) == 3
+    assert len(history["val/loss"]) == len(history["induction"]) == len(history["formed"]) == 3
+    assert all(len(layers) == 2 for layers in history["induction_by_layer"]) and len(history["prefix_matching"]) == 3
     assert "val/in_context_score" in metrics and "formation_step" in metrics and metrics["loss_drop_step"] in history["step"]
     # The loss at each target index, per validation: the repeat of 3..8 words has 2..7 targets.
     assert len(history["loss_by_index"]) == 3 and all(len(row) == 7 for row in history["loss_by_index"])

@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 
 from attention_lab.analysis.ablation import head_output_name
 from attention_lab.analysis.patching import corrupt_batch, patch_heads, restored
-from attention_lab.analysis.tags import PATCHING, tag
+from attention_lab.analysis.tags import ATTRIBUTION, PATCHING, tag
 from attention_lab.attention.functional import AttentionOutput
 from attention_lab.attention.hooks import capture, intervene, replace_heads
 from attention_lab.callbacks.activation_patching import ActivationPatching
@@ -193,6 +193,14 @@ def test_the_patching_knobs_are_checked():
     for refused in (["task=reverse"], ["task=induction", "mask=causal", "patching=false"]):
         with pytest.raises(ConfigError, match="optimized_metric=patching/logit_diff/layer1/all is invalid"):
             validate(compose_config([*refused, f"optimized_metric={tag(PATCHING, 1, None)}"]))
+
+
+def test_an_attribution_metric_is_taken_only_where_attribution_runs():
+    metric = f"optimized_metric={tag(ATTRIBUTION, 1, 0)}"
+    validate(compose_config(["task=induction", "mask=causal", metric]))
+    for refused in (["task=reverse"], ["task=induction", "mask=causal", "attribution=false"]):
+        with pytest.raises(ConfigError, match="optimized_metric=attribution/logit_diff/layer1/head0 is invalid"):
+            validate(compose_config([*refused, metric]))
 
 
 def test_nan_where_the_corruption_changes_nothing():

@@ -1,5 +1,5 @@
 """Path patching (attention_lab.analysis.path_patching): its invariants against activation patching, a hand-built
-model whose paths are known, and the pairs and models it refuses."""
+model whose paths are known, the pairs and models it refuses, and hybrid stacks layer by layer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ import torch
 from hydra.utils import instantiate
 
 from attention_lab.analysis.patching import corrupt_batch, patch_batches
-from attention_lab.analysis.path_patching import PathPatchingError, patch_paths, path_patch, path_tag, unsupported
+from attention_lab.analysis.path_patching import (
+    PathPatchingError,
+    patch_paths,
+    path_patch,
+    path_tag,
+    receiver_layers,
+    unsupported,
+)
 from attention_lab.analysis.tags import PATCHING, tag
 from attention_lab.data.tasks import build_task
 from conftest import compose_config
@@ -116,11 +123,73 @@ def test_a_receiver_in_the_same_or_an_earlier_layer_is_refused_before_any_run(re
         path_tag((1, 0), (2, j), kind) for j in range(4) for kind in "qkv"}  # a later layer is taken
 
 
-@pytest.mark.parametrize("overrides", [["kv_heads=2"], ["model=gated"], ["model=diff"], ["model=mla"],
-                                       ["block=attention_only"]])
-def test_models_without_per_head_projections_in_a_residual_stream_get_nothing_and_a_reason(overrides):
+@pytest.mark.parametrize("overrides", [["block=attention_only"], ["model=simple"]])
+def test_models_where_nothing_can_be_measured_get_nothing_and_a_reason(overrides):
     module, batches = small_model(*overrides)
     assert unsupported(module) is not None
+    assert unsupported(small_model()[0]) is None  # the default transformer is measured
+    if overrides == ["model=simple"]:  # no heads of its own: no sender at all
+        with pytest.raises(PathPatchingError, match="no heads with weights of their own"):
+            path_patch(module, batches, (0, 0))
+        return
     assert path_patch(module, batches, (0, 0)) == {}
     assert math.isnan(patch_paths(module, batches, (0, 0), [(1, 0, "q")]))
-    assert unsupported(small_model()[0]) is None  # the default transformer is measured
+
+
+@pytest.mark.parametrize(("overrides", "why"), [
+    (["kv_heads=2"], "keys and values shared between heads (kv_heads=2)"),
+    (["model=gated"], "a gate on each head computed from its input"),
+    (["model=diff"], "no per-head W_query/W_key/W_value"), (["model=mla"], "no per-head W_query/W_key/W_value")])
+def test_heads_without_their_own_projections_send_to_the_logits_but_receive_nothing(overrides, why):
+    """Their heads are senders like any (the direct path goes through hook_head_output), but no layer can
+    receive: by default only the direct path is measured, and a receiver asked for is refused with the reason."""
+    module, batches = small_model(*overrides)
+    assert unsupported(module) is None
+    layers, line = receiver_layers(module)
+    assert layers == [] and line is not None and line.startswith("layers 0, 1 (") and why in line
+    paths = path_patch(module, batches, (0, 0))
+    assert set(paths) == {path_tag((0, 0))} and math.isfinite(paths[path_tag((0, 0))])
+    with pytest.raises(PathPatchingError, match="layer 1 .* cannot receive") as refused:
+        patch_paths(module, batches, (0, 0), [(1, 0, "q")])
+    assert refused.value.receiver == (1, 0) and why in refused.value.why
+
+
+# --- hybrid stacks: a recurrent layer sends, only the multihead layers receive -----------------------------------
+
+HYBRID = ["mixers=[gated_deltanet,multihead]", *ATTENTION_ONLY]
+
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_a_recurrent_senders_paths_into_every_input_at_once_are_its_activation_patch(layer_norm):
+    """As above with layer 0 a gated DeltaNet: freezing and patching go through its hook_head_output, so layer 1
+    reads what it reads in the activation patch and the direct path adds the rest."""
+    module, batches = small_model(*HYBRID, f"block.layer_norm={str(layer_norm).lower()}")
+    assert receiver_layers(module) == ([1], "layer 0 (gated_deltanet): no per-head W_query/W_key/W_value")
+    activation = patch_batches(module, batches)
+    for head in range(4):
+        want = activation[tag(PATCHING, 0, head)]
+        assert abs(want) > 1e-3
+        paths = path_patch(module, batches, (0, head))  # receivers=None: layer 1's heads and the logits
+        assert set(paths) == {path_tag((0, head))} | {path_tag((0, head), (1, j), kind)
+                                                      for j in range(4) for kind in "qkv"}
+        assert patch_paths(module, batches, (0, head), every_input(1, range(4)), direct=True) == pytest.approx(
+            want, abs=1e-9)
+        assert patch_paths(module, batches, (0, head), every_input(1, range(4))) != pytest.approx(want, abs=1e-6)
+        if not layer_norm:  # linear in each receiver's output: the separate receivers and the logits add up
+            receivers = sum(patch_paths(module, batches, (0, head), every_input(1, range(j, j + 1)))
+                            for j in range(4))
+            assert receivers + paths[path_tag((0, head))] == pytest.approx(want, abs=1e-9)
+
+
+def test_a_recurrent_layer_is_skipped_as_a_receiver_and_refused_when_asked_for():
+    module, batches = small_model("mixers=[multihead,gated_deltanet,multihead]", "layers=3", *ATTENTION_ONLY)
+    assert receiver_layers(module) == ([0, 2], "layer 1 (gated_deltanet): no per-head W_query/W_key/W_value")
+    paths = path_patch(module, batches, (0, 1))
+    assert set(paths) == {path_tag((0, 1))} | {path_tag((0, 1), (2, j), kind) for j in range(4) for kind in "qkv"}
+    assert set(path_patch(module, batches, (1, 3))) == {path_tag((1, 3))} | {
+        path_tag((1, 3), (2, j), kind) for j in range(4) for kind in "qkv"}  # a recurrent sender
+    with pytest.raises(PathPatchingError) as refused:
+        path_patch(module, iter(()), (0, 1), [(2, 0), (1, 2)])  # no batch is read
+    assert refused.value.receiver == (1, 2)
+    assert str(refused.value) == ("path patching layer0/head1 -> layer1/head2: layer 1 (gated_deltanet) cannot "
+                                  "receive: no per-head W_query/W_key/W_value")

@@ -21,7 +21,7 @@ from conftest import run_train
     ("linear", 4 * (16 * 16 + 16)),  # per head the sum of φ(k)ᵀv (d_k·d_v) and of φ(k) (the normaliser)
     ("conv", (32 + 2) * 64),  # the long filter's reach (32 values of d) and the short filter's two other taps
     ("retnet", 4 * 16 * 16),  # per head S = Σ γ^(n−m) kᵀv, d_h × d_h
-    ("mamba2", 4 * 16 * 16 + 3 * 3 * 64),  # per head d_h × d_h, and 3 earlier inputs of X, B and C (4 taps)
+    ("mamba2", 4 * 16 * 16 + 3 * (64 + 2 * 16)),  # per head d_h × d_h, 3 earlier inputs of X, B and C (one group)
     ("gated_deltanet", 4 * 16 * 16 + 3 * 3 * 64),  # per head d_h × d_h, and 3 earlier inputs of q, k and v
     ("based", 4 * 273 * 17 + 2 * 32 * 64 + 2 * 3 * 64),  # Taylor sums (1 + 16 + 256) × (d_h + 1), window, conv
     ("mla", 32 * 4 * 16),  # the latent cache: 4 · d_h numbers a token
@@ -70,6 +70,8 @@ def test_a_tiny_race_records_each_jobs_state_and_plots_against_it(tmp_path):
     ("based", {"window_size": 4, "feature_dim": 8, "short_conv": 0}, 4 * 73 * 17 + 2 * 4 * 64),
     ("mla", {"kv_latent": 24}, 32 * 24),  # the latent cache: kv_latent numbers a token
     ("mamba2", {"short_conv": 0}, 4 * 16 * 16),
+    ("mamba2", {"ngroups": 4}, 4 * 16 * 16 + 3 * 3 * 64),  # B and C per head: as wide as X
+    ("mamba2", {"ngroups": 2, "short_conv": 2}, 4 * 16 * 16 + 1 * (64 + 2 * 2 * 16)),
     ("gated_deltanet", {"short_conv": 2}, 4 * 16 * 16 + 1 * 3 * 64),
 ])
 def test_the_state_follows_the_variants_options(name, options, expected):

@@ -1,17 +1,11 @@
-"""mla against a float64 reference written here from DeepSeek-V2's equations (section 2.1.2-2.1.3), one head at a
-time from the module's parameters only:
-
-    c_KV = W_DKV h,  k_C = W_UK c_KV,  v_C = W_UV c_KV,  k_R = RoPE(W_KR h)            (one k_R for all heads)
-    c_Q = W_DQ h (or h),  q_C = W_UQ c_Q,  q_R = RoPE(W_QR c_Q)
-    o_h = softmax([q_C,h; q_R,h]·[k_C,h; k_R]ᵀ / √(d_h + d_h^R)) v_C,h,   output = W_O [o_1; ...; o_H]
-
-RoPE here rotates feature i with feature i + d/2 by position · 10000^(−2i/d) (the lab's rotate-half convention).
+"""mla against a float64 reference written from DeepSeek-V2's equations (section 2.1.2-2.1.3, and the RMSNorm on
+the latents of section 3.1.2), one head at a time from the module's parameters only:
+attention_lab.attention.references.mla_reference, with and without ``latent_norm``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -20,6 +14,7 @@ from test_attention_reference import assert_close
 
 from attention_lab.attention import AttentionArgumentError, build_attention
 from attention_lab.attention.hooks import capture, intervene, zero_heads
+from attention_lab.attention.references import mla_reference
 from attention_lab.checks import validate
 from attention_lab.config import BlockConfig, ModelConfig
 from attention_lab.errors import ConfigError
@@ -35,49 +30,44 @@ def module_of(**options):
     return build_attention("mla", **{"d_in": 16, "d_out": 16, "num_heads": 2, "causal": True, **options})
 
 
-def rope(x):
-    """x (..., T, d): position t's pair (i, i + d/2) rotated by t · 10000^(−2i/d), written out."""
-    t, d = x.shape[-2], x.shape[-1]
-    out = x.clone()
-    for pos in range(t):
-        for i in range(d // 2):
-            angle = pos * 10000 ** (-2 * i / d)
-            a, b = x[..., pos, i], x[..., pos, i + d // 2]
-            out[..., pos, i] = a * math.cos(angle) - b * math.sin(angle)
-            out[..., pos, i + d // 2] = a * math.sin(angle) + b * math.cos(angle)
-    return out
-
-
-def reference_mla(m, x, *, causal):
-    t = x.shape[1]
-    d, r = m.head_dim, m.rope_dim
-    c_q = x if m.W_q_down is None else m.W_q_down(x)
-    c_kv = m.W_kv_down(x)  # (B, T, d_c)
-    k_c, v_c, q_c = m.W_key(c_kv), m.W_value(c_kv), m.W_query(c_q)
-    k_r = rope(m.W_key_rope(x)) if r else None  # (B, T, d_h^R), shared
-    q_r = m.W_query_rope(c_q) if r else None
-    heads = []
-    for h in range(m.num_heads):
-        q, k = q_c[..., h * d:(h + 1) * d], k_c[..., h * d:(h + 1) * d]
-        if r:
-            q = torch.cat([q, rope(q_r[..., h * r:(h + 1) * r])], dim=-1)
-            k = torch.cat([k, k_r], dim=-1)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(d + r)
-        if causal:
-            scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
-        heads.append(torch.softmax(scores, dim=-1) @ v_c[..., h * d:(h + 1) * d])
-    return m.out_proj(torch.cat(heads, dim=-1))
-
-
 @pytest.mark.parametrize("options", [
     dict(), dict(position="rope"), dict(position="rope", rope_dim=2, kv_latent=6, q_latent=5),
     dict(num_heads=4, kv_latent=3, causal=False), dict(num_heads=1, position="rope", rope_dim=8, q_latent=4),
+    dict(position="rope", q_latent=5, latent_norm=False), dict(kv_latent=6, latent_norm=False),
 ], ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()) or "defaults")
 @pytest.mark.parametrize("need_weights", [False, True], ids=["fast", "weights"])
 def test_fast_path_weights_path_and_float64_reference_agree(options, need_weights):
     m = module_of(qkv_bias=True, **options).double()
+    if m.kv_norm is not None:  # a learned scale away from its initial ones, so that the reference must apply it
+        with torch.no_grad():
+            for norm in (m.kv_norm, m.q_norm):
+                if norm is not None:
+                    norm.weight.uniform_(0.5, 1.5)
     x = torch.randn(2, 9, 16, dtype=torch.float64)
-    assert_close(m(x, need_weights=need_weights).context, reference_mla(m, x, causal=m.causal), atol=1e-10)
+    assert_close(m(x, need_weights=need_weights).context, mla_reference(m, x, causal=m.causal), atol=1e-10)
+
+
+@pytest.mark.parametrize("latent_norm", [True, False])
+def test_the_latents_are_normalised_before_they_are_expanded(latent_norm):
+    """With the RMSNorm, scaling the down-projections scales the latents and changes nothing after them; without
+    it, the keys, values and queries scale with them."""
+    m = module_of(q_latent=6, latent_norm=latent_norm).double()
+    assert (m.kv_norm is not None, m.q_norm is not None) == (latent_norm, latent_norm)
+    x = torch.randn(2, 7, 16, dtype=torch.float64)
+    before = m(x).context
+    with torch.no_grad():
+        m.W_kv_down.weight.mul_(7.0)
+        m.W_q_down.weight.mul_(3.0)
+    after = m(x).context
+    assert torch.allclose(after, before, atol=1e-4) == latent_norm  # (up to ε in the norm)
+
+
+def test_the_norms_add_only_their_scales():
+    plain, normed = module_of(q_latent=6, latent_norm=False), module_of(q_latent=6)
+    assert sum(p.numel() for p in normed.parameters()) - sum(p.numel() for p in plain.parameters()) == 32 + 6
+    shared = dict(plain.named_parameters())
+    for name, weight in normed.named_parameters():  # the same seed builds the same projections
+        assert name.split(".")[0] in ("kv_norm", "q_norm") or torch.equal(weight, shared[name]), name
 
 
 def test_the_kv_cache_holds_the_latent_and_one_rope_key():
@@ -137,6 +127,7 @@ def test_the_output_is_computed_through_the_map():
     (dict(kv_latent=0), "kv_latent"), (dict(kv_latent=2.5), "kv_latent"), (dict(q_latent=-1), "q_latent"),
     (dict(rope_dim=4), "rope_dim"),  # a RoPE part needs position=rope
     (dict(position="rope", rope_dim=3), "rope_dim"), (dict(position="rope", rope_dim=True), "rope_dim"),
+    (dict(latent_norm="yes"), "latent_norm"),
 ])
 def test_bad_arguments_are_refused_naming_the_argument(options, argument):
     with pytest.raises(AttentionArgumentError) as err:

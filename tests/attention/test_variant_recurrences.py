@@ -52,7 +52,7 @@ CASES = {
     "gated_deltanet": [(2, 5, {}), (1, 64, {}), (4, 65, {}), (2, 150, {}), (2, 23, dict(chunk=4)),
                        (2, 9, dict(short_conv=0)), (1, 12, dict(short_conv=3, chunk=5))],
     "mamba2": [(2, 5, {}), (1, 64, {}), (4, 65, {}), (2, 150, {}), (2, 23, dict(chunk=4)), (2, 9, dict(short_conv=0)),
-               (1, 12, dict(short_conv=2, chunk=5))],
+               (1, 12, dict(short_conv=2, chunk=5)), (4, 70, dict(ngroups=2, chunk=16)), (2, 7, dict(ngroups=2))],
     "retnet": [(2, 5, {}), (1, 64, {}), (4, 65, {}), (2, 150, {}), (2, 23, dict(chunk=4)), (3, 12, dict(chunk=5))],
 }
 # (reference, d_model, atol of the map, of the weights path's output, of the fast path's output): retnet's norm
@@ -106,9 +106,10 @@ def test_the_chunked_form_in_float64_equals_the_quadratic_form(variant):
 def test_a_mask_over_query_key_pairs_is_refused(variant):
     """A recurrence has no query-key pairs to mask: attend() takes key masks (B, 1, 1, T_k) only, and says so."""
     module = module_of(variant)
-    q, v = torch.randn(1, 2, 5, module.head_dim), torch.randn(1, 2, 5, 4)
-    gates = {"gated_deltanet": 2, "mamba2": 1}.get(variant, 0)  # the gates' pre-activations ride on the keys
-    k = torch.randn(1, 2, 5, module.head_dim + gates)
+    groups = module.key_heads  # mamba2's C and B: one per group of heads
+    q, v = torch.randn(1, groups, 5, module.head_dim), torch.randn(1, 2, 5, 4)
+    gates = {"gated_deltanet": 2, "mamba2": 2 // groups}.get(variant, 0)  # the gates' pre-activations ride on the keys
+    k = torch.randn(1, groups, 5, module.head_dim + gates)
     pairs = torch.ones(1, 1, 5, 5, dtype=torch.bool).tril()
     with pytest.raises(ValueError, match=rf"^'{variant}' takes key masks of shape \(B, 1, 1, T_k\), got \(1, 1, 5, 5\)$"):
         module.attend(q, k, v, pairs, False)

@@ -1,6 +1,7 @@
 """The attention tab's circuit views in a real browser (the harness of tests/browser/test_tensorboard_tab_browser.py): a
 trained run (composition, copying and loss by index logged at every validation; its checkpoint for the word
-tables, the attribution and the typed pair) beside a written run that holds patching recovery. Every number drawn
+tables, the attribution and the typed pair) beside a written run that holds patching recovery, path patching at its
+last step (the path graph) and a config that clamps heads from step 50 (the slider's band). Every number drawn
 is checked against what the routes answer, and so is every number of the views' SVG · PNG · CSV downloads.
 
 Without Chromium the tests skip, except in CI (CI=true), where .ci/run installs it and they fail.
@@ -16,6 +17,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from chromium import SVG, allow_downloads, download, png_colours, read_csv, svg_cells, wait_for
+from test_tab_paths_and_clamps import PATHS, write_config, write_end_values
 from test_tensorboard_circuits import LOGGED
 from test_tensorboard_tab_browser import (  # noqa: F401 (chromium: the browser fixture, shared)
     choose_run,
@@ -36,6 +38,8 @@ def tensorboard(chromium, request, tmp_path_factory):  # noqa: F811
     logdir = tmp_path_factory.mktemp("circuits_browser")
     shutil.copytree(request.getfixturevalue("tiny_trained_run"), logdir / "tiny")
     write_run(logdir / "written", steps=[50, 100], words=["Life", "is", "short"], scalars=LOGGED, name="")
+    write_end_values(logdir / "written" / "tensorboard", PATHS, 100)
+    write_config(logdir / "written", {"clamp": ["layer0/head*"], "clamp_from": 50, "clamp_until": None})
     with serve(logdir, logdir.parent / "server.log",
                lambda server: len(server.get_json(f"{ROUTE}/runs")["runs"]) == 2, "--load_fast=true") as server:
         yield server
@@ -250,3 +254,58 @@ def test_sentence_attribution_and_typed_pair_patching(chromium, tensorboard, dow
                          "patching_" + name_part(f"{data['clean_prediction']} vs {data['corrupted_prediction']}"))
     no_dialogs_or_images(chromium)
     assert "Traceback" not in tensorboard.log_path.read_text()
+
+
+def test_the_path_graph_at_the_last_step(chromium, tensorboard, downloads):  # noqa: F811
+    _, written = open_tab(chromium, tensorboard)
+    wait_for(chromium, f"!!{panel(1)}.querySelector('[data-view=paths] g.path-edge')", "the path graph")
+    data = tensorboard.get_json(f"{ROUTE}/circuits", run=written, step=chromium.evaluate(f"{panel(1)}.dataset.step"))
+    edges = chromium.evaluate(f"[...{panel(1)}.querySelectorAll('[data-view=paths] g.path-edge')].map(g => [g.dataset.sender,"
+                              " g.dataset.receiver, g.dataset.kind, +g.dataset.value, +g.querySelector('path').getAttribute('stroke-width')])")
+    key = "{0}/{1}".format
+    assert [e[:4] for e in edges] == [[key(*e["sender"]), key(*e["receiver"]) if e["receiver"] else "logits",
+                                       e["kind"] if e["receiver"] else "direct", pytest.approx(e["value"])]
+                                      for e in data["paths"]["edges"]]
+    labels = chromium.evaluate(f"[...{panel(1)}.querySelectorAll('[data-view=paths] text.path-label')].map(t => t.textContent)")
+    assert labels[:3] == ["direct 0.80", "k 0.61", "v -0.33"] and len(labels) == len(edges)  # in the edges' order
+    widths = [e[4] for e in edges]
+    assert widths == sorted(widths, reverse=True) and widths[0] > 2 * widths[-1]  # as wide as |value|
+    nodes = chromium.evaluate(f"[...{panel(1)}.querySelectorAll('[data-view=paths] g.path-node')].map(g => g.dataset.node)")
+    assert sorted(nodes) == ["0/0", "0/1", "0/2", "1/0", "1/2", "logits"]  # the heads on a drawn path
+    caption = chromium.evaluate(f"{panel(1)}.querySelector('[data-view=paths] figcaption').textContent")
+    assert caption.startswith("Path patching: the 8 strongest of 12 paths (at most 8, |value| ≥ 0.05)")
+    # its downloads: the CSV one row per path drawn, the SVG the drawing with every edge and label
+    links = f"{panel(1)}.querySelector('[data-view=paths] .export-links')"
+    name, csv_data = download(chromium, downloads, links, "csv")
+    rows = read_csv(csv_data)
+    assert name.endswith("_step-100_paths.csv") and rows[0] == ["sender", "receiver", "kind", "value"]
+    assert [row[:3] for row in rows[1:3]] == [["layer1/head2", "logits", "direct"], ["layer0/head1", "layer1/head2", "k"]]
+    assert numbers([row[3] for row in rows[1:]]) == pytest.approx([e[3] for e in edges])
+    _, svg = download(chromium, downloads, links, "svg")
+    drawn = ET.fromstring(svg)
+    assert len([g for g in drawn.iter(f"{SVG}g") if g.get("class") == "path-edge"]) == len(edges)
+    assert [t.text for t in drawn.iter(f"{SVG}text") if t.get("class") == "path-label"] == labels
+    no_dialogs_or_images(chromium)
+
+
+def test_clamped_steps_are_marked_on_the_slider(chromium, tensorboard):  # noqa: F811
+    trained, written = open_tab(chromium, tensorboard)
+    steps = sorted({*tensorboard.get_json(f"{ROUTE}/maps", run=trained)["steps"], 50, 100})
+    label = chromium.evaluate(f"{panel(1)}.querySelector('.run-name').textContent")
+    band = chromium.evaluate("(() => { const b = document.querySelector('.clamp-band'); const r = b.getBoundingClientRect();"
+                             " return [b.dataset.first, b.dataset.last, r.left, r.right, r.height]; })()")
+    assert band[:2] == ["50", str(steps[-1])] and band[4] > 0
+    left, width = chromium.evaluate("(() => { const r = document.querySelector('input.step-slider')"
+                                    ".getBoundingClientRect(); return [r.left, r.width]; })()")
+    thumb = [left + 8 + (width - 16) * i / (len(steps) - 1) for i in range(len(steps))]  # each step's thumb centre
+    first = steps.index(50)
+    assert thumb[first - 1] < band[2] < thumb[first] and band[3] >= thumb[-1]  # from halfway before 50 to the end
+    words = "document.querySelector('.clamp-words')"
+    assert chromium.evaluate(f"{words}.textContent") == f"clamped: layer0/head* ({label})"  # at the last step
+    _, y = chromium.center_of("input.step-slider")
+    chromium.click(thumb[first - 1], y)  # the step before 50: nothing clamped
+    wait_for(chromium, f"document.querySelector('.step-label').textContent === '{steps[first - 1]}'", "the step before")
+    assert chromium.evaluate(f"{words}.hidden")
+    chromium.click(thumb[first], y)
+    wait_for(chromium, f"!{words}.hidden && {words}.textContent.startsWith('clamped: layer0/head*')", "step 50 clamped")
+    no_dialogs_or_images(chromium)

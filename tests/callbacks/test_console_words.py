@@ -52,31 +52,32 @@ def test_circuit_scores_name_the_layers_they_skip_and_why(caplog):
     from attention_lab.callbacks.circuit_scores import CircuitScores
 
     model = built(["mixers=[gated_deltanet,multihead]", *CAUSAL])
-    module = SimpleNamespace(model=model, config=model.config)
+    module = SimpleNamespace(model=model, config=model.config, log=lambda *args, **kwargs: None)
     with caplog.at_level(logging.INFO, logger="attention_lab"):
         CircuitScores().on_validation_epoch_end(SimpleNamespace(sanity_checking=False), module)
     [line] = [record.getMessage() for record in caplog.records if "circuit scores" in record.getMessage()]
-    assert line == ("circuit scores: not measured in any layer: layer 0 (gated_deltanet) has no per-head "
-                    "W_Q/W_K/W_V/W_O of the multihead shape; layer 1 (multihead) has them, but the scores are "
-                    "computed only for a stack whose every layer has them")
+    assert line == ("circuit scores: layer 0 (gated_deltanet) has no per-head W_Q/W_K/W_V/W_O of the multihead "
+                    "shape; measured layer 1")
 
 
 # --- the formation rule beside the solve rule ---------------------------------------------------------------------
 
-def one_layer_history(threshold: float = 0.5) -> dict:
-    """A 1-layer run's formation history: its layer-0 heads pass the threshold, no head above layer 0 exists."""
-    return {"threshold": threshold, "step": [10, 20], "induction": [0.3, 0.9], "induction_later_layers": [None, None]}
+def one_layer_history(threshold: float = 0.4) -> dict:
+    """A 1-layer run's formation history: its detector scores pass 0.5, its prefix matching stays below the rule's."""
+    return {"threshold": threshold, "step": [10, 20], "induction": [0.3, 0.9], "prefix_matching": [0.2, 0.26],
+            "formed": [[], []]}
 
 
-def test_a_run_without_a_head_above_layer_0_says_why_it_has_no_formation_step():
+def test_a_run_without_a_formation_step_says_why_in_the_rules_words():
     from attention_lab.train import metrics_table
 
     one_layer = metrics_table({"val/seq_acc": 0.998, "steps_to_solve": 260, "formation_step": None,
                                "formation": one_layer_history()})
-    assert "formation_step  none: the rule counts only heads above layer 0, and this model has none" in one_layer
-    unformed = metrics_table({"formation_step": None, "formation": {**one_layer_history(0.6),
-                                                                    "induction_later_layers": [0.2, 0.4]}})
-    assert "formation_step  not formed: no head above layer 0 reached 0.6" in unformed
+    assert "formation_step  not formed: no head's prefix matching reached 0.4 (best 0.26)" in one_layer
+    kept = metrics_table({"formation_step": None, "formation": {**one_layer_history(0.6),
+                                                                "prefix_matching": [0.2, 0.7]}})
+    assert ("formation_step  not formed: heads reached 0.6 in prefix matching but kept it with the previous "
+            "token's supply removed") in kept
 
 
 def test_a_solved_run_that_trains_on_says_so_where_it_stops(tmp_path: Path):
@@ -99,7 +100,7 @@ def test_a_solved_run_that_trains_on_says_so_where_it_stops(tmp_path: Path):
     assert reason(StopWhenSolved(), StepsToSolve()) == "max_steps=400 reached"
 
 
-def test_the_formation_plot_says_the_rule_skips_one_layer_runs(tmp_path: Path):
+def test_the_formation_plot_words_the_rule(tmp_path: Path):
     import matplotlib
     from test_compare import write_job
 
@@ -107,9 +108,9 @@ def test_the_formation_plot_says_the_rule_skips_one_layer_runs(tmp_path: Path):
     from attention_lab.review.sweep import collect_sweep
 
     sweep = tmp_path / "sweep"
-    for job, (layers, later) in enumerate(((1, [None, None]), (2, [0.2, 0.7]))):
+    for job, (layers, best) in enumerate(((1, [0.2, 0.26]), (2, [0.2, 0.7]))):
         history = {**one_layer_history(), "val/loss": [2.0, 1.0], "previous_token": [0.5, 0.6],
-                   "composition_k": [0.1, 0.2], "induction_later_layers": later}
+                   "composition_k": [0.1, 0.2], "prefix_matching": best}
         write_job(sweep, job, [f"layers={layers}", "seed=0"], run_info={"status": "ok", "wall_time_s": 1.0},
                   metrics={"val/seq_acc": 1.0, "global_step": 20, "formation_step": None if layers == 1 else 20,
                            "formation": history})
@@ -117,9 +118,8 @@ def test_the_formation_plot_says_the_rule_skips_one_layer_runs(tmp_path: Path):
     with matplotlib.rc_context({"svg.fonttype": "none"}):  # the words as text in the SVG
         formation_figure(collect_sweep(sweep), tmp_path / "formation.svg")
     words = (tmp_path / "formation.svg").read_text()
-    assert "formation: a head above layer 0 reaches 0.5" in words
-    assert "1-layer runs have no such head: no formation step," in words
-    assert "even where their curve crosses it" in words
+    assert "formation: a head's prefix matching &gt;= 0.4, and &lt; 0.4 with the layers below zeroed" in words
+    assert "best prefix matching" in words
 
 
 # --- the command line ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from conftest import compose_config
 #   python scripts/train.py                                          -> steps_to_solve 120 (seed 0)
 #   python scripts/train.py -m experiment=induction_formation layers=2  -> formation_step of seeds 0..4 below
 DEFAULT_STEPS_TO_SOLVE = 120
-FORMATION_STEPS = (140, 120, 110, 90, 90)
+FORMATION_STEPS = (190, 150, 140, 130, 120)
 BEFORE = 5  # logged steps the slider needs before the event to show it happening
 
 

@@ -58,8 +58,9 @@ def hydra_flags() -> frozenset[str]:
 
 
 @cache
-def script_flags(script: Path) -> frozenset[str]:
-    """The options an argparse script lists under its --help, from its own main() (in-process)."""
+def help_text(script: Path, command: tuple[str, ...] = ()) -> str:
+    """What an argparse script prints for --help (``command``: a subcommand's, `findings.py check --help`), from
+    its own main() (in-process)."""
     spec = importlib.util.spec_from_file_location(f"readme_{script.stem}", script)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(script.parent))  # as Python runs a script: its folder first (benchmark.py imports from it)
@@ -69,10 +70,22 @@ def script_flags(script: Path) -> frozenset[str]:
         sys.path.remove(str(script.parent))
     out = StringIO()
     with redirect_stdout(out), pytest.raises(SystemExit) as exited:
-        module.main(["--help"])
-    assert exited.value.code == 0, f"{script.name} --help exited {exited.value.code}"
-    options = [line.strip().split("  ")[0] for line in out.getvalue().splitlines() if line.strip().startswith("-")]
+        module.main([*command, "--help"])
+    assert exited.value.code == 0, f"{script.name} {' '.join(command)} --help exited {exited.value.code}"
+    return out.getvalue()
+
+
+def script_flags(script: Path, command: tuple[str, ...] = ()) -> frozenset[str]:
+    """The options the script (or its subcommand) lists under its --help."""
+    lines = help_text(script, command).splitlines()
+    options = [line.strip().split("  ")[0] for line in lines if line.strip().startswith("-")]
     return frozenset(flag for option in options for flag in re.findall(r"(?<![\w-])--?[\w-]+", option))
+
+
+def subcommands(script: Path) -> frozenset[str]:
+    """The subcommands a script's --help names in its ``{a,b}`` line (none for most scripts)."""
+    listed = re.search(r"^\s*\{([\w,-]+)\}", help_text(script), re.MULTILINE)
+    return frozenset(listed.group(1).split(",")) if listed else frozenset()
 
 
 SEED_SWEEP = re.compile(r"seed=(\d+)(?:,\d+)*,(\d+)")  # seed=0,1,...,19: a sweep of whole numbers
@@ -108,8 +121,10 @@ def check_train(args: list[str]) -> None:
 
 
 def check_script(script: Path, args: list[str]) -> None:
-    unknown = [arg.split("=")[0] for arg in args if arg.startswith("-") and arg.split("=")[0] not in script_flags(script)]
-    assert not unknown, f"{script.name} has no flag {unknown}"
+    command = tuple(args[:1]) if args and args[0] in subcommands(script) else ()
+    flags = script_flags(script, command)
+    unknown = [arg.split("=")[0] for arg in args if arg.startswith("-") and arg.split("=")[0] not in flags]
+    assert not unknown, f"{script.name} {' '.join(command)} has no flag {unknown}"
 
 
 def check_command(command: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_lab.analysis.tags import ENTROPY, FAMILIES, PATCHING
+from attention_lab.analysis.tags import ATTRIBUTION, ENTROPY, FAMILIES, PATCHING
 from attention_lab.tensorboard_logger import tensorboard_tag
 from conftest import ROOT, SOLVED_RUN_MAX_STEPS, script_env
 from tb_server import TensorBoard, serve
@@ -76,8 +76,8 @@ def test_server_lists_the_attention_tab_and_serves_its_maps(tensorboard: TensorB
     assert len(data["weights"]) == 2 and len(data["weights"][0]) == 4  # layers x heads
     grids = tensorboard.get_json("/data/plugin/attention_lab/scores", run=RUN, step=str(data["step"]))["grids"]
     # A default run logs every head score and both ablations of the final validation (attention_lab.analysis.tags);
-    # its task (reverse) has no corruption to patch.
-    assert {g["family"] for g in grids} == {f for f in FAMILIES if f not in (ENTROPY, PATCHING)}
+    # its task (reverse) has no corruption to patch (nor to attribute).
+    assert {g["family"] for g in grids} == {f for f in FAMILIES if f not in (ENTROPY, PATCHING, ATTRIBUTION)}
 
 
 def test_the_tab_loads_without_torch():

@@ -19,9 +19,12 @@ in) scored ``Σλ / Σ|λ|`` over its eigenvalues: 1 when it only copies, -1 whe
 on ``W_OV W_U W_E`` (d_model x d_model): XY and YX share their nonzero eigenvalues, and zero eigenvalues add nothing
 to either sum, so the score is the same.
 
-Supported: blocks whose attention is ``multihead`` or a variant built on its projections (``sigmoid``,
-``linear``: there the QK form is the one before the feature map), without an encoder. Elsewhere the heads have no
-per-head W_Q/W_K/W_V/W_O of that shape: :func:`head_circuits` returns None.
+Covered, layer by layer: the blocks whose attention is ``multihead`` or a variant built on its projections
+(``sigmoid``, ``linear``: there the QK form is the one before the feature map), in a model without an encoder. In a
+hybrid stack (``mixers=[gated_deltanet,multihead]``) only those layers are scored: copying for each of their heads,
+composition for each pair of them (writer layer < reader layer, whatever lies between). Elsewhere the heads have no
+per-head W_Q/W_K/W_V/W_O of that shape (a recurrence's state is not a QK/OV pair); where no layer has them,
+:func:`head_circuits` returns None.
 """
 
 from __future__ import annotations
@@ -32,19 +35,22 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from attention_lab.analysis.layer_memory import layer_list
 from attention_lab.analysis.tags import COMPOSITIONS, composition_tag, copying_tag
 from attention_lab.attention.multihead import MultiHeadAttention
 
-__all__ = ["head_circuits", "circuit_scores", "composition_score", "copying_score"]
+__all__ = ["head_circuits", "circuit_layers", "circuit_scores", "composition_score", "copying_score",
+           "unmeasured_reason", "lacking_layers"]
 
 
 @dataclass(frozen=True)
 class HeadCircuits:
-    """Every head's matrices, float64: ``qk[l][h]`` and ``ov[l][h]`` (d_model x d_model); ``embed`` (vocab x
-    d_model) and ``unembed`` (d_model x vocab) for the full OV circuit."""
+    """Every measured head's matrices, float64: ``qk[l][h]`` and ``ov[l][h]`` (d_model x d_model), keyed by the
+    layers that have them (:func:`circuit_layers`); ``embed`` (vocab x d_model) and ``unembed`` (d_model x vocab)
+    for the full OV circuit."""
 
-    qk: list[list[Tensor]]
-    ov: list[list[Tensor]]
+    qk: dict[int, list[Tensor]]
+    ov: dict[int, list[Tensor]]
     embed: Tensor
     unembed: Tensor
 
@@ -81,10 +87,46 @@ def layers_with_head_circuits(model: nn.Module) -> list[bool]:
     return [isinstance(block.attention, MultiHeadAttention) for block in model.blocks]
 
 
+def circuit_layers(model: nn.Module) -> list[int]:
+    """The layers :func:`head_circuits` measures (see the module's docstring): none in an encoder-decoder."""
+    if getattr(model, "encoder_decoder", False):
+        return []
+    return [layer for layer, has in enumerate(layers_with_head_circuits(model)) if has]
+
+
 def has_head_circuits(model: nn.Module) -> bool:
-    """Whether :func:`head_circuits` supports ``model``'s blocks (see the module's docstring); computes nothing."""
-    layers = layers_with_head_circuits(model)
-    return not getattr(model, "encoder_decoder", False) and bool(layers) and all(layers)
+    """Whether every one of ``model``'s layers is measured (:func:`circuit_layers`); computes nothing."""
+    return bool(model.blocks) and len(circuit_layers(model)) == len(model.blocks)
+
+
+SHAPE = "per-head W_Q/W_K/W_V/W_O of the multihead shape"
+
+
+def by_variant(layers: list[int], variants: list[str]) -> str:
+    """``layer 0 (gated_deltanet)``, ``layers 0, 2 (mamba2) and layer 1 (conv)``: ``layers`` named with their
+    variants."""
+    groups: dict[str, list[int]] = {}
+    for layer in layers:
+        groups.setdefault(variants[layer], []).append(layer)
+    return " and ".join(f"{layer_list(numbers)} ({variant})" for variant, numbers in groups.items())
+
+
+def lacking_layers(model) -> str:
+    """``layer 0 (gated_deltanet) has no ...``: the layers without the matrices, named with their variants."""
+    variants = model.config.layer_variants()
+    lacking = [layer for layer, has in enumerate(layers_with_head_circuits(model)) if not has]
+    return f"{by_variant(lacking, variants)} {'has' if len(lacking) == 1 else 'have'} no {SHAPE}"
+
+
+def unmeasured_reason(model) -> str:
+    """Why :func:`head_circuits` measures nothing for ``model`` (a SequenceModel): an encoder-decoder, or no layer
+    has the matrices."""
+    variants = model.config.layer_variants()
+    if all(layers_with_head_circuits(model)):  # every block has them: an encoder-decoder's heads are not scored
+        return "an encoder-decoder's heads are not scored"
+    if len(set(variants)) == 1:
+        return f"the {variants[0]} variant has no {SHAPE}"
+    return lacking_layers(model)
 
 
 def unembedding(model: nn.Module) -> Tensor:
@@ -94,15 +136,16 @@ def unembedding(model: nn.Module) -> Tensor:
 
 
 def head_circuits(model: nn.Module) -> HeadCircuits | None:
-    """The circuits of a :class:`~attention_lab.model.SequenceModel`; None where its blocks are not supported."""
-    if not has_head_circuits(model):
+    """The circuits of a :class:`~attention_lab.model.SequenceModel`'s layers that have them
+    (:func:`circuit_layers`); None where none has."""
+    layers = circuit_layers(model)
+    if not layers:
         return None
     d_model = model.token_embedding.weight.shape[1]
-    qk, ov = [], []
-    for block in model.blocks:
-        layer_qk, layer_ov = layer_circuits(block.attention, norm_scale(block.norm_attention, d_model))
-        qk.append(layer_qk)
-        ov.append(layer_ov)
+    qk, ov = {}, {}
+    for layer in layers:
+        block = model.blocks[layer]
+        qk[layer], ov[layer] = layer_circuits(block.attention, norm_scale(block.norm_attention, d_model))
     return HeadCircuits(qk, ov, model.token_embedding.weight.detach().double(), unembedding(model))
 
 
@@ -129,18 +172,18 @@ def copying_score(embed: Tensor, ov: Tensor, unembed: Tensor) -> float:
 
 
 def circuit_scores(circuits: HeadCircuits) -> dict[str, float]:
-    """Every composition score (each head of an earlier layer into each head of a later one, q, k and v) and every
-    head's copying score, by tag."""
+    """Every composition score (each head of an earlier measured layer into each head of a later one, q, k and v)
+    and every measured head's copying score, by tag."""
     scores: dict[str, float] = {}
-    layers = len(circuits.ov)
-    for a in range(layers):
-        for b in range(a + 1, layers):
+    layers = sorted(circuits.ov)
+    for a in layers:
+        for b in (later for later in layers if later > a):
             for i, writer in enumerate(circuits.ov[a]):
                 for j in range(len(circuits.ov[b])):
                     readers = {"q": circuits.qk[b][j], "k": circuits.qk[b][j].T, "v": circuits.ov[b][j]}
                     for kind in COMPOSITIONS:
                         scores[composition_tag(kind, (a, i), (b, j))] = composition_score(writer, readers[kind])
-    for layer, heads in enumerate(circuits.ov):
-        for head, ov in enumerate(heads):
+    for layer in layers:
+        for head, ov in enumerate(circuits.ov[layer]):
             scores[copying_tag(layer, head)] = copying_score(circuits.embed, ov, circuits.unembed)
     return scores

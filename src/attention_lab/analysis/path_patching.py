@@ -28,9 +28,17 @@ What it cannot tell: a path through several heads (a -> b -> c) counts in the re
 the three inputs of one receiver interact, so its q, k and v values need not add up to patching all three at
 once; with MLPs or LayerNorm, values of separate paths do not add up to the activation patch either (only in an
 attention-only model without LayerNorm is the logit difference linear in each head's output, see the tests).
-It is defined only where each head has its own W_Q, W_K and W_V in a residual stream: multi-head attention
-without grouped keys and values, gates or a second source; for other models it returns {} and
-:func:`unsupported` says why.
+What each layer takes, in a residual stream (:func:`unsupported` names the models where nothing can be measured:
+an encoder-decoder, blocks without a residual stream, no layer with heads of its own):
+
+- senders: the heads of every layer whose heads have weights of their own
+  (:func:`~attention_lab.analysis.patching.patched_layers`), whatever the mixer (a recurrence such as
+  ``gated_deltanet`` or ``mamba2`` too): freezing and patching go through each layer's ``hook_head_output``, and
+  the direct path sender -> logits is defined for all of them;
+- receivers: the heads of the layers where each head has its own columns of W_query, W_key and W_value, read by
+  nothing but them (multi-head attention without its own ``project``, grouped keys and values or input gates).
+  :func:`receiver_layers` lists them and names the others with why; by default the paths into the others are
+  skipped, and a receiver asked for there raises :class:`PathPatchingError`.
 """
 
 from __future__ import annotations
@@ -44,19 +52,19 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attention_lab.analysis.ablation import head_output_name
-from attention_lab.analysis.patching import Patched, logit_diff_sum, restored
-from attention_lab.analysis.tags import COMPOSITIONS, PATH_PATCHING, layer_head
+from attention_lab.analysis.layer_memory import layer_list
+from attention_lab.analysis.patching import Patched, logit_diff_sum, patched_layers, restored
+from attention_lab.analysis.tags import COMPOSITIONS, Head, PathTag, layer_head
+from attention_lab.analysis.tags import PATH_DIRECT as DIRECT
 from attention_lab.attention.base import AttentionModule
 from attention_lab.attention.hooks import capture, intervene, replace_heads
 from attention_lab.attention.multihead import MultiHeadAttention
 
-__all__ = ["path_patch", "patch_paths", "unsupported", "path_tag", "PathPatchingError"]
+__all__ = ["path_patch", "patch_paths", "unsupported", "receiver_layers", "path_tag", "PathPatchingError"]
 
 log = logging.getLogger(__name__)
 
 PROJECTIONS = {"q": "W_query", "k": "W_key", "v": "W_value"}  # the receiver input -> the projection reading it
-DIRECT = "logits"
-Head = tuple[int, int]  # (layer, head)
 Input = tuple[int, int, str]  # (layer, head, kind): one receiver head's q, k or v input
 
 
@@ -73,29 +81,53 @@ class PathPatchingError(ValueError):
 
 
 def path_tag(sender: Head, receiver: Head | None = None, kind: str = DIRECT) -> str:
-    """``path_patching/logit_diff/layer{a}/head{i}/layer{b}/head{j}/{kind}``, or ``.../logits`` (no receiver)."""
-    if receiver is None:
-        return f"{PATH_PATCHING}/{layer_head(*sender)}/{DIRECT}"
-    return f"{PATH_PATCHING}/{layer_head(*sender)}/{layer_head(*receiver)}/{kind}"
+    """``path_patching/logit_diff/layer{a}/head{i}/layer{b}/head{j}/{kind}``, or ``.../logits`` (no receiver):
+    :class:`~attention_lab.analysis.tags.PathTag`'s."""
+    return PathTag(sender, receiver, kind).tag
 
 
 def unsupported(module) -> str | None:
-    """Why path patching cannot measure ``module``'s model, or None when it can."""
+    """Why path patching can measure nothing at all in ``module``'s model, or None when some sender can be
+    measured (the layers that cannot receive: :func:`receiver_layers`)."""
     model = module.model
     if getattr(model, "encoder", None):
         return "an encoder-decoder's decoder reads a second sequence"
     for layer, block in enumerate(model.blocks):
-        attention = block.attention
-        name = type(attention).__name__
-        if not isinstance(attention, MultiHeadAttention) or type(attention).project is not MultiHeadAttention.project:
-            return f"layer {layer} ({name}) has no per-head W_query/W_key/W_value"
-        if type(attention).gate_heads is not AttentionModule.gate_heads:
-            return f"layer {layer} ({name}) gates its heads by their input, a fourth path into each head"
-        if attention.kv_heads != attention.num_heads:
-            return f"layer {layer} shares keys and values between heads (kv_heads={attention.kv_heads})"
         if not block.residual:
             return f"layer {layer} has no residual stream for a path to run along"
+    if not patched_layers(module):
+        return "no layer has heads with weights of their own to send along a path"
     return None
+
+
+def receiver_reason(attention) -> str | None:
+    """Why the heads of a layer with this attention module cannot be receivers, or None when they can: each must
+    read its query, key and value input through its own columns of W_query, W_key and W_value and nothing else."""
+    if not isinstance(attention, MultiHeadAttention) or type(attention).project is not MultiHeadAttention.project:
+        return "no per-head W_query/W_key/W_value"
+    if type(attention).gate_heads is not AttentionModule.gate_heads:
+        return "a gate on each head computed from its input, a fourth path into the head"
+    if attention.kv_heads != attention.num_heads:
+        return f"keys and values shared between heads (kv_heads={attention.kv_heads})"
+    return None
+
+
+def variants(model) -> list[str]:
+    """Each layer's attention variant, as the config names it."""
+    return model.config.layer_variants()
+
+
+def receiver_layers(module) -> tuple[list[int], str | None]:
+    """(the layers whose heads can be receivers, one line naming the others and why, or None when there are none),
+    e.g. ``layers 0, 2 (gated_deltanet): no per-head W_query/W_key/W_value``."""
+    reasons = [receiver_reason(block.attention) for block in module.model.blocks]
+    names = variants(module.model)
+    groups: dict[tuple[str, str], list[int]] = {}
+    for layer, why in enumerate(reasons):
+        if why is not None:
+            groups.setdefault((names[layer], why), []).append(layer)
+    line = "; ".join(f"{layer_list(layers)} ({variant}): {why}" for (variant, why), layers in groups.items())
+    return [layer for layer, why in enumerate(reasons) if why is None], line or None
 
 
 def check_pair(module, sender: Head, receivers: Iterable[Head]) -> None:
@@ -103,12 +135,19 @@ def check_pair(module, sender: Head, receivers: Iterable[Head]) -> None:
     layer, head = sender
     if not (0 <= layer < len(blocks) and 0 <= head < blocks[layer].attention.num_heads):
         raise PathPatchingError(sender, None, f"no such head in a model of {len(blocks)} layers")
+    if layer not in patched_layers(module):
+        raise PathPatchingError(sender, None, f"layer {layer} ({variants(module.model)[layer]}) has no heads with "
+                                              "weights of their own to send along a path")
     for receiver in receivers:
         to_layer, to_head = receiver
         if to_layer <= layer:
             raise PathPatchingError(sender, receiver, "the receiver must be in a later layer than the sender")
         if not (to_layer < len(blocks) and 0 <= to_head < blocks[to_layer].attention.num_heads):
             raise PathPatchingError(sender, receiver, f"no such receiver in a model of {len(blocks)} layers")
+        why = receiver_reason(blocks[to_layer].attention)
+        if why is not None:
+            raise PathPatchingError(sender, receiver, f"layer {to_layer} ({variants(module.model)[to_layer]}) "
+                                                      f"cannot receive: {why}")
 
 
 @contextmanager
@@ -186,8 +225,9 @@ def sender_run(module, batch: Patched, sender: Head) -> tuple[float, float, floa
 
 def every_input(module, sender: Head, receivers: Sequence[Head] | None) -> list[Input]:
     blocks = module.model.blocks
-    if receivers is None:
-        receivers = [(b, j) for b in range(sender[0] + 1, len(blocks)) for j in range(blocks[b].attention.num_heads)]
+    if receivers is None:  # every head of every later layer that can receive; the others are skipped
+        receivers = [(b, j) for b in receiver_layers(module)[0] if b > sender[0]
+                     for j in range(blocks[b].attention.num_heads)]
     check_pair(module, sender, receivers)
     return [(b, j, kind) for b, j in receivers for kind in COMPOSITIONS]
 
@@ -195,10 +235,12 @@ def every_input(module, sender: Head, receivers: Sequence[Head] | None) -> list[
 @torch.no_grad()
 def path_patch(module, batches: Iterable[Patched], sender: Head,
                receivers: Sequence[Head] | None = None) -> dict[str, float]:
-    """Each path sender -> receiver q/k/v (``receivers``: (layer, head) pairs, all heads of every later layer by
-    default) and sender -> logits, on batches from :func:`~attention_lab.analysis.patching.corrupt_batch`:
-    ``{path_tag(...): fraction restored}``; {} when no position counts or the model is :func:`unsupported`.
-    Raises :class:`PathPatchingError` (before any forward pass) for a receiver not in a later layer."""
+    """Each path sender -> receiver q/k/v (``receivers``: (layer, head) pairs; by default all heads of every later
+    layer that can receive, :func:`receiver_layers`) and sender -> logits, on batches from
+    :func:`~attention_lab.analysis.patching.corrupt_batch`: ``{path_tag(...): fraction restored}``; {} when no
+    position counts or the model is :func:`unsupported`. Raises :class:`PathPatchingError` (before any forward
+    pass) for a sender whose layer has no heads of its own, or a receiver not in a later layer or in a layer that
+    cannot receive."""
     inputs = every_input(module, sender, receivers)
     cases: list[tuple[str, list[Input], bool]] = [(path_tag(sender), [], True)]
     cases += [(path_tag(sender, (b, j), kind), [(b, j, kind)], False) for b, j, kind in inputs]

@@ -105,8 +105,58 @@ def parse_copying_tag(tag: str) -> tuple[int, int] | None:
     return parse_layer_head(tag.removeprefix(COPYING_PREFIX)) if tag.startswith(COPYING_PREFIX) else None
 
 
+PATH_DIRECT = "logits"  # the last part of a sender's direct path's tag: no receiver head
+Head = tuple[int, int]  # (layer, head)
+Column = tuple[Head | None, str]  # a path grid's column: (receiver, kind), or (None, PATH_DIRECT), the logits
+
+
+@dataclass(frozen=True)
+class PathTag:
+    """One path patching value: ``sender`` -> ``receiver``'s ``kind`` input (in COMPOSITIONS), or -> the logits
+    (``receiver`` None, ``kind`` PATH_DIRECT)."""
+
+    sender: Head
+    receiver: Head | None = None
+    kind: str = PATH_DIRECT
+
+    @property
+    def tag(self) -> str:
+        receiver = "" if self.receiver is None else f"{layer_head(*self.receiver)}/"
+        return f"{PATH_PATCHING}/{layer_head(*self.sender)}/{receiver}{self.kind}"
+
+    @classmethod
+    def parse(cls, tag: str) -> PathTag | None:
+        """The record of a path tag, or None for any other name."""
+        if not tag.startswith(f"{PATH_PATCHING}/"):
+            return None
+        parts = tag.removeprefix(f"{PATH_PATCHING}/").split("/")
+        sender, receiver = parse_layer_head("/".join(parts[:2])), parse_layer_head("/".join(parts[2:4]))
+        if sender and parts[2:] == [PATH_DIRECT]:
+            return cls(sender)
+        if sender and receiver and len(parts) == 5 and parts[4] in COMPOSITIONS:
+            return cls(sender, receiver, parts[4])
+        return None
+
+
+def path_grid(metrics: Mapping[str, float]) -> tuple[list[Head], list[Column], list[list[float]]] | None:
+    """The logged path values as a senders x receiver inputs grid: (the senders, sorted; the columns, (receiver,
+    kind) in the receivers' order with their q, k, v, then (None, PATH_DIRECT), the logits; the cells, NaN where no
+    path was logged, as from a head to one in its own or an earlier layer), or None when none is logged."""
+    found = {record: float(value) for name, value in metrics.items() if (record := PathTag.parse(name)) is not None}
+    if not found:
+        return None
+    senders = sorted({record.sender for record in found})
+    columns: list[Column] = sorted(
+        {(record.receiver, record.kind) for record in found if record.receiver is not None},
+        key=lambda column: (column[0], COMPOSITIONS.index(column[1])))
+    if any(record.receiver is None for record in found):
+        columns.append((None, PATH_DIRECT))
+    cells = [[found.get(PathTag(sender, *column), math.nan) for column in columns] for sender in senders]
+    return senders, columns, cells
+
+
 FAMILIES = (ENTROPY, *(score_family(k) for k in HEAD_SCORE_KINDS),
-            *(ablation_family(h, m) for h in ABLATIONS for m in ABLATION_METRICS), PATCHING)
+            *(ablation_family(h, m) for h in ABLATIONS for m in ABLATION_METRICS), PATCHING, ATTRIBUTION)
 WHOLE_LAYER_FAMILIES = tuple(f for f in FAMILIES if f.startswith("ablation/") or f == PATCHING)
 
 

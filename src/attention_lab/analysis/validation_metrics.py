@@ -46,7 +46,8 @@ class ValidationMetric:
 
 # In the order the module logs them, which is the order of the final metrics table and of metrics.json's headline.
 VALIDATION_METRICS = (
-    ValidationMetric(LOSS, "the cross-entropy of the real (non-pad) targets, in nats", progress_bar=True),
+    ValidationMetric(LOSS, "the cross-entropy of the real (non-pad) targets, in nats: their mean over the whole set, "
+                     "each target counted once, whatever the batches", progress_bar=True),
     ValidationMetric(TOKEN_ACC, "the share of the real targets predicted right"),
     ValidationMetric(SEQ_ACC, "the share of the sequences whose every real target is right", progress_bar=True),
     ValidationMetric(IN_CONTEXT_SCORE, "the loss at the last target of each sequence minus at its first, averaged, "

@@ -5,12 +5,21 @@ Keys and values come from one shared low-rank latent per token, c_KV = W_DKV x o
 d_c ≪ H·d_h): k_C = W_UK c_KV and v = W_UV c_KV per head. RoPE is decoupled: a small per-head query part
 q_R = RoPE(W_QR ·) and ONE rotated key part k_R = RoPE(W_KR x) of width d_h^R (``rope_dim``) shared by every head
 are concatenated to the content parts, q = [q_C; q_R], k = [k_C; k_R], and the scores are q·kᵀ/√(d_h + d_h^R).
-Queries can be low-rank too (``q_latent``: c_Q = W_DQ x, then q_C = W_UQ c_Q, q_R from c_Q).
+Queries can be low-rank too (``q_latent``: c_Q = W_DQ x, then q_C = W_UQ c_Q, q_R from c_Q). As in DeepSeek-V2
+(section 3.1.2, and its code's ``kv_a_layernorm`` and ``q_a_layernorm``), each latent passes an RMSNorm with a
+learned scale before it is expanded (``latent_norm``, default on): c_KV -> k_C and v, c_Q -> q_C and q_R; the
+RoPE key k_R, computed from x, is not normalised.
 
 A decoder caches only c_KV and k_R: (d_c + d_h^R) numbers per token and layer, against 2·kv_heads·d_h for
 ``multihead``. The softmax is ``multihead``'s (same fused kernel, same weights path through the hooks).
 ``position=rope`` is this decoupled RoPE (only the d_h^R parts rotate: rotating the content keys would tie them to
 their positions, so that a decoder could not cache the latent alone); with another position there is no RoPE part.
+
+Left out of the paper's attention: the extra scaling factors DeepSeek-V2 multiplies at the latent bottlenecks
+(section 3.1.2, for stable training at scale); heads wider than the model's width allows (DeepSeek-V2: 128 heads
+of d_h = 128 at d_model 5,120; here d_h = d_model / heads); YaRN's extension of the RoPE part to long contexts;
+and the decoding trick of absorbing W_UK into the queries and W_UV into W_O (a speed-up of inference that computes
+the same output).
 """
 
 from __future__ import annotations
@@ -18,11 +27,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attention_lab.attention.arguments import check_positive_int, check_split_heads
+from attention_lab.attention.arguments import check_flag, check_positive_int, check_split_heads
 from attention_lab.attention.base import AttentionModule
 from attention_lab.attention.errors import AttentionArgumentError
 from attention_lab.attention.registry import register
 from attention_lab.attention.rope import apply_rope
+
+LATENT_NORM_EPS = 1e-6  # DeepSeek-V2's RMSNorm epsilon (its config's rms_norm_eps)
 
 
 def check_optional_width(argument: str, value: object) -> None:
@@ -41,7 +52,8 @@ class MultiHeadLatentAttention(AttentionModule):
     key), W_query and W_query_rope (from x, or from c_Q = W_q_down x), out_proj.
 
     ``kv_latent`` d_c (None: 4·d_h, DeepSeek-V2's ratio), ``rope_dim`` d_h^R (position=rope only; None: d_h / 2,
-    rounded down to an even width, DeepSeek-V2's ratio), ``q_latent`` d_c' (None: full-rank queries).
+    rounded down to an even width, DeepSeek-V2's ratio), ``q_latent`` d_c' (None: full-rank queries),
+    ``latent_norm``: an RMSNorm (`kv_norm`, `q_norm`) on c_KV and c_Q before they are expanded (DeepSeek-V2's).
     """
 
     origin = "DeepSeek-AI 2024, *DeepSeek-V2*"
@@ -55,7 +67,7 @@ class MultiHeadLatentAttention(AttentionModule):
     grouped_kv = False
     projects = True
     kind = "softmax"
-    options = ("kv_latent", "q_latent", "rope_dim")
+    options = ("kv_latent", "q_latent", "rope_dim", "latent_norm")
     positions_note = "its RoPE is decoupled (rope_dim sets the rotated part)"
 
     @classmethod
@@ -66,8 +78,9 @@ class MultiHeadLatentAttention(AttentionModule):
 
     def __init__(self, d_in: int, d_out: int, *, d_v: int | None = None, qkv_bias: bool = False,
                  kv_latent: int | None = None, q_latent: int | None = None, rope_dim: int | None = None,
-                 **common) -> None:
+                 latent_norm: bool = True, **common) -> None:
         check_optional_width("kv_latent", kv_latent)
+        check_flag("latent_norm", latent_norm)
         check_optional_width("q_latent", q_latent)
         rotated = common.get("position") == "rope"
         if rope_dim is not None and not rotated:
@@ -95,6 +108,9 @@ class MultiHeadLatentAttention(AttentionModule):
         self.W_key_rope = nn.Linear(d_in, self.rope_dim, bias=qkv_bias) if rotated else None  # W_KR: shared by all heads
         self.out_proj = nn.Linear(d_out, d_out)
         self.output_dim = d_out
+        # Made last, and from no random numbers: a seed builds the same projections with or without them.
+        self.kv_norm = nn.RMSNorm(self.kv_latent, eps=LATENT_NORM_EPS) if latent_norm else None
+        self.q_norm = nn.RMSNorm(q_latent, eps=LATENT_NORM_EPS) if latent_norm and q_latent is not None else None
 
     def kv_cache_per_token(self) -> int | None:
         return self.kv_latent + self.rope_dim  # c_KV and the shared RoPE key
@@ -105,7 +121,11 @@ class MultiHeadLatentAttention(AttentionModule):
 
     def project(self, x: Tensor, source: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         q_in = x if self.W_q_down is None else self.W_q_down(x)  # (B, T, d_in or d_c')
+        if self.q_norm is not None:
+            q_in = self.q_norm(q_in)
         latent = self.W_kv_down(source)  # c_KV: (B, T, d_c), what a decoder caches (with k_R)
+        if self.kv_norm is not None:
+            latent = self.kv_norm(latent)
         q_content = self.split_heads(self.W_query(q_in), self.num_heads)  # (B, H, T, d_h)
         k_content = self.split_heads(self.W_key(latent), self.num_heads)  # (B, H, T, d_h)
         values = self.split_heads(self.W_value(latent), self.num_heads)  # (B, H, T, d_h)

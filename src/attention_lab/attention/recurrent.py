@@ -66,7 +66,7 @@ class Recurrence(AttentionModule):
         check_positive_int("chunk", chunk)
         self.chunk = chunk
         self.head_dim = d_out // self.num_heads if head_dim is None else head_dim  # a head's query and key width
-        width = self.num_heads * self.head_dim
+        width = self.key_heads * self.head_dim
         self.W_query = nn.Linear(d_in, width, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, width, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -81,6 +81,11 @@ class Recurrence(AttentionModule):
     def variant(self) -> str:
         """The name it is registered under, as its error messages call it."""
         return ATTENTION_REGISTRY.name_of(type(self)) or type(self).__name__
+
+    @property
+    def key_heads(self) -> int:
+        """How many heads of queries and keys W_query and W_key make: one a head (mamba2: one a group of heads)."""
+        return self.num_heads
 
     def own_parameters(self, d_in: int) -> None:
         """The variant's parameters beside q, k and v (its gates and decays): none here."""

@@ -2,6 +2,12 @@
 weights = sigmoid(q·kᵀ/√d + b), each in (0, 1) on its own, with no row normalisation; b = -log(T_k) by default
 (T_k: the sequence's keys, padding not counted), so that a row's weights start out summing to about 1. Masks, windows, rope and alibi as for softmax attention:
 a hidden key gets weight 0. Heads and ``kv_heads`` as in ``multihead``.
+
+Left out of the paper: FlashSigmoid, its fused kernel (here the scores are formed by PyTorch, in place on the fast
+path: the same weights, more memory); hybrid-norm (an extra normalisation of the attention output) or LayerScale,
+which it adds to keep large-scale training stable (the lab's block is the same for every variant). Where the
+paper's n is the sequence length, T_k here leaves out a sequence's padding; under a causal mask it stays the whole
+sequence's number of keys, as in the paper, not the number a query can see.
 """
 
 from __future__ import annotations

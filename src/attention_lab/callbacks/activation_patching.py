@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 
@@ -17,11 +17,14 @@ from attention_lab.analysis.ablation import Batch
 from attention_lab.callbacks.validation_pass import ValidationPass
 from attention_lab.data.tasks import build_task
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from attention_lab.analysis.patching import Patched
 
 
 class ActivationPatching(ValidationPass):
     """``enabled``: the ``patching`` knob; ``task``: the run's task config (its name picks the corruption)."""
+
+    what = "activation patching"  # the measurement, as its one line names it
 
     def __init__(self, task: Mapping[str, Any], enabled: bool = True, every_validation: bool = False) -> None:
         super().__init__(every_validation)
@@ -31,24 +34,31 @@ class ActivationPatching(ValidationPass):
         self.skip_noted = False
 
     def active(self, pl_module: L.LightningModule) -> bool:
-        """Whether there is something to patch; says why not once (the head ablation's rule for which layers
-        count)."""
+        """Whether there is something to patch; says why not once, in the subclass's module's log."""
         if not self.enabled:
             return False
-        if self.task.has_corruption():
-            # Imported by the runs whose task has a corruption: the others never patch.
-            from attention_lab.analysis.patching import patched_layers
-
-            reason = None if patched_layers(pl_module) else \
-                f"the {pl_module.config.name} variant has no heads with weights of their own"
-        else:
-            reason = f"task={self.task.name} has no corruption to patch from"
+        reason = self.model_reason(pl_module) if self.task.has_corruption() else \
+            f"task={self.task.name} has no corruption to patch from"
         if reason is not None and not self.skip_noted:
             self.skip_noted = True
-            log.info("activation patching: not measured, %s", reason)
+            logging.getLogger(type(self).__module__).info("%s: not measured, %s", self.what, reason)
         return reason is None
 
-    def measure(self, pl_module: L.LightningModule, batches: list[Batch]) -> dict[str, float]:
-        from attention_lab.analysis.patching import patch_heads  # only once active(): see there
+    def model_reason(self, pl_module: L.LightningModule) -> str | None:
+        """Why the model cannot be patched, or None (the head ablation's rule for which layers count)."""
+        # Imported by the runs whose task has a corruption: the others never patch.
+        from attention_lab.analysis.patching import patched_layers
 
-        return patch_heads(pl_module, batches, self.task, self.bos)
+        return None if patched_layers(pl_module) else \
+            f"the {pl_module.config.name} variant has no heads with weights of their own"
+
+    def corrupted(self, batches: list[Batch]) -> list[Patched]:
+        """The validation batches corrupted by the run's task: what every measurement of this family runs on."""
+        from attention_lab.analysis.patching import corrupt_batch  # only once active(): see there
+
+        return [corrupt_batch(self.task, batch, self.bos) for batch in batches]
+
+    def measure(self, pl_module: L.LightningModule, batches: list[Batch]) -> dict[str, float]:
+        from attention_lab.analysis.patching import patch_batches
+
+        return patch_batches(pl_module, self.corrupted(batches))

@@ -1,7 +1,8 @@
 """Per-head measurements as pictures: after each validation, one layers x heads heatmap per head score (tags
 ``per_head/head_score/<kind>``), per ablation (``per_head/ablation/<how>/<metric>``) and of the patching
 (``per_head/patching/logit_diff``) in TensorBoard, drawn from the scalars the run logged
-(``<family>/layer{l}/head{h}``, see :mod:`attention_lab.analysis.tags`).
+(``<family>/layer{l}/head{h}``, see :mod:`attention_lab.analysis.tags`); and where the run measured path patching, one
+senders x receiver inputs heatmap of it (``per_head/path_patching/logit_diff``, :func:`path_image`).
 
 Under ``per_head/``: TensorBoard's Images dashboard sorts its sections by the tags' first part and opens the first
 two, so that ``ablation/...`` came before the probe's attention maps (``attention/layer{l}/head{h}``, the maps that
@@ -17,8 +18,9 @@ import numpy as np
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 
-from attention_lab.analysis.tags import ENTROPY, FAMILIES, grid
+from attention_lab.analysis.tags import ENTROPY, FAMILIES, PATH_DIRECT, PATH_PATCHING, grid, path_grid
 from attention_lab.plotting.heatmaps import HeatmapFigure, run_title
+from attention_lab.plotting.path_maps import head_label, path_grid_image
 from attention_lab.plotting.score_maps import fitted_dpi, grid_frame, score_grid_image
 
 DRAWN = tuple(family for family in FAMILIES if family != ENTROPY)
@@ -52,15 +54,29 @@ def score_image(grid: list[list[float]], kind: str, step: int, run_name: str = "
                             own_scale=not kind.startswith("head_score/"))
 
 
+def path_image(metrics: dict[str, float], step: int, run_name: str = "") -> np.ndarray | None:
+    """The heatmap of the logged path patching values (:func:`~attention_lab.analysis.tags.path_grid`): a row per
+    sender head, a column per receiver input (``L1H0 q``) and ``logits`` last; None when none is logged."""
+    found = path_grid(metrics)
+    if found is None:
+        return None
+    senders, columns, cells = found
+    inputs = [PATH_DIRECT if receiver is None else f"{head_label(*receiver)} {kind}" for receiver, kind in columns]
+    title = run_title(run_name, f"path patching · step {step}")
+    return path_grid_image(cells, [head_label(*sender) for sender in senders], inputs, title)
+
+
 class HeadScoreMaps(L.Callback):
     """Draws the head scores and ablations of the final validation, and with ``every_n_steps`` those of the
     validation after every that many training steps too (drawing costs more than the validation itself; the
     scalars hold every validation's values); nothing without a TensorBoard logger. ``kinds``: score kinds
-    (``induction``) or families (``ablation/zero/loss``); default every family but the entropy."""
+    (``induction``) or families (``ablation/zero/loss``, ``path_patching/logit_diff``); default every family but the
+    entropy, and the path patching."""
 
-    def __init__(self, kinds: tuple[str, ...] | list[str] = DRAWN, every_n_steps: int | None = None,
+    def __init__(self, kinds: tuple[str, ...] | list[str] = (*DRAWN, PATH_PATCHING), every_n_steps: int | None = None,
                  run_name: str = "") -> None:
-        self.families = tuple(k if k in FAMILIES else f"head_score/{k}" for k in kinds)
+        self.families = tuple(k if k in FAMILIES else f"head_score/{k}" for k in kinds if k != PATH_PATCHING)
+        self.paths = PATH_PATCHING in kinds  # not a layers x heads grid: its own picture (path_image)
         self.run_name = run_name  # in every title: which config a map belongs to
         self.every_n_steps = every_n_steps
         # The final validation repeats the last step's: each family is drawn once a step (the ablations, measured
@@ -101,3 +117,7 @@ class HeadScoreMaps(L.Callback):
             if cells is not None and self.drawn_at.get(family) != step:
                 self.drawn_at[family] = step
                 writer.add_image(image_tag(family), self.image(cells, family, step), step, dataformats="HWC")
+        if self.paths and self.drawn_at.get(PATH_PATCHING) != step \
+                and (image := path_image(metrics, step, self.run_name)) is not None:
+            self.drawn_at[PATH_PATCHING] = step
+            writer.add_image(image_tag(PATH_PATCHING), image, step, dataformats="HWC")

@@ -1,11 +1,13 @@
 """When the induction heads form: at every validation during training, the loss, the in-context score, the best
-head scores, the best composition score of each kind (q, k, v: :mod:`attention_lab.analysis.circuits`, over every pair of
-a writer head and a later reader head) and the loss at each target index (a list, index 0 first) are kept; at the end the run records
+head scores (the induction detector's also per layer), the best prefix matching on the rotated-repeat probe, the
+heads that meet the formation rule, the best composition score of each kind (q, k, v:
+:mod:`attention_lab.analysis.circuits`, over every pair of a writer head and a later reader head) and the loss at
+each target index (a list, index 0 first) are kept; at the end the run records
 
-- ``formation_step``: the first validation at which a head above the first layer scores ``threshold`` or more on
-  the induction detector (an induction head needs a previous-token head below it to read from; a one-layer model
-  has no head above layer 0 and records None, even where its layer-0 heads score high, as with smeared keys, and
-  even when it solves the task: solving is a rule of its own, ``steps_to_solve``);
+- ``formation_step``: the first validation at which some head meets the rule of
+  :mod:`attention_lab.analysis.formation_rule` (prefix matching on the rotated-repeat probe at least ``threshold``,
+  and below it once the previous token's supply, the layers below, is removed): the same rule for every depth;
+  solving is a rule of its own, ``steps_to_solve``;
 - ``loss_drop_step``: the end of the validation interval over which ``val/loss`` fell the most;
 
 and the whole history (``formation`` in metrics.json), from which ``compare.py --plot`` draws the curves. Kept in
@@ -16,21 +18,43 @@ from __future__ import annotations
 from typing import Any
 
 import lightning as L
+import torch
 
-from attention_lab.analysis.formation_rule import MIN_LAYER, THRESHOLD
+from attention_lab.analysis.formation_heads import formed_heads
+from attention_lab.analysis.formation_rule import THRESHOLD
 from attention_lab.analysis.tags import COMPOSITIONS, HeadMetric, by_index, composition_prefix, score_family
 from attention_lab.callbacks.findings import Findings
 
-SERIES = ("step", "val/loss", "val/in_context_score", "previous_token", "induction", "induction_later_layers",
-          *(f"composition_{kind}" for kind in COMPOSITIONS), "loss_by_index")
+SERIES = ("step", "val/loss", "val/in_context_score", "previous_token", "induction", "induction_by_layer",
+          "prefix_matching", "formed", *(f"composition_{kind}" for kind in COMPOSITIONS), "loss_by_index")
 
 
-def best_scores(metrics: dict[str, float], kind: str, min_layer: int = 0) -> float | None:
-    """The highest ``head_score/<kind>`` of any head in layers >= ``min_layer``, or None when none is logged."""
+def best_scores(metrics: dict[str, float], kind: str) -> float | None:
+    """The highest ``head_score/<kind>`` of any head, or None when none is logged."""
     values = [value for name, value in metrics.items()
-              if (record := HeadMetric.parse(name)) is not None and record.family == score_family(kind)
-              and record.layer >= min_layer]
+              if (record := HeadMetric.parse(name)) is not None and record.family == score_family(kind)]
     return max(values) if values else None
+
+
+def best_by_layer(metrics: dict[str, float], kind: str) -> list[float | None]:
+    """The highest ``head_score/<kind>`` of each layer, layer 0 first (None for a layer with none logged)."""
+    best: dict[int, float] = {}
+    for name, value in metrics.items():
+        if (record := HeadMetric.parse(name)) is not None and record.family == score_family(kind):
+            best[record.layer] = max(value, best.get(record.layer, value))
+    return [best.get(layer) for layer in range(max(best) + 1)] if best else []
+
+
+def rule_heads(pl_module: L.LightningModule, threshold: float) -> list[dict[str, Any]]:
+    """The heads of the module's model that meet the formation rule on its prefix-matching probe
+    (``prefix_probe``), each with its score and its score without the previous token's supply; none for a module
+    without that probe or whose queries are not the input's positions (an encoder-decoder)."""
+    model, probe = getattr(pl_module, "model", None), getattr(pl_module, "prefix_probe", None)
+    if model is None or probe is None or getattr(model, "encoder_decoder", False):
+        return []
+    device = next(model.parameters(), torch.empty(0)).device
+    return [{"head": f"layer{layer}/head{head}", "score": score, "without_supply": without}
+            for layer, head, score, without in formed_heads(model, probe.to(device), threshold)]
 
 
 def best_composition(metrics: dict[str, float], kind: str) -> float | None:
@@ -61,17 +85,17 @@ class InductionFormation(Findings):
                "val/in_context_score": metrics.get("val/in_context_score"),
                "previous_token": best_scores(metrics, "previous_token"),
                "induction": best_scores(metrics, "induction"),
-               "induction_later_layers": best_scores(metrics, "induction", min_layer=MIN_LAYER),
+               "induction_by_layer": best_by_layer(metrics, "induction"),
+               "prefix_matching": best_scores(metrics, "prefix_matching"),
+               "formed": rule_heads(pl_module, self.threshold),
                **{f"composition_{kind}": best_composition(metrics, kind) for kind in COMPOSITIONS},
                "loss_by_index": by_index(metrics)}
         for name in SERIES:
             self.history[name].append(row[name])
 
     def formation_step(self) -> int | None:
-        for step, score in zip(self.history["step"], self.history["induction_later_layers"], strict=True):
-            if score is not None and score >= self.threshold:
-                return step
-        return None
+        return next((step for step, heads in zip(self.history["step"], self.history["formed"], strict=True) if heads),
+                    None)
 
     def findings(self) -> dict[str, Any]:
         return {"formation_step": self.formation_step(),
@@ -82,4 +106,7 @@ class InductionFormation(Findings):
         return {"history": self.history}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.history = {name: list(state_dict.get("history", {}).get(name, [])) for name in SERIES}
+        # A series the checkpoint's history lacks (one written before the series existed) is None at its steps.
+        saved = state_dict.get("history", {})
+        steps = len(saved.get("step", []))
+        self.history = {name: list(saved.get(name, [None] * steps)) for name in SERIES}

@@ -38,6 +38,12 @@ def write_end_values(trainer: L.Trainer, values: dict[str, float]) -> None:
         writer.close()
 
 
+def validation_of(trainer: L.Trainer) -> tuple[str, int]:
+    """Which validation the trainer is in: its entry point (``fit``'s validations, or the final ``validate``) and
+    step. Two passes measured in the same one carry the same stamp (:attr:`ValidationPass.measured_at`)."""
+    return str(trainer.state.fn), trainer.global_step
+
+
 class ValidationPass(Findings):
     """Subclasses say whether the run is measured (:meth:`active`) and measure (:meth:`measure`)."""
 
@@ -45,6 +51,10 @@ class ValidationPass(Findings):
         self.every_validation = every_validation
         self.names: list[str] = []  # the metrics of the last pass
         self.final: dict[str, float] = {}  # their values at the final validation (reduced over the processes)
+        # The last pass's values as measured (not reduced) and the validation they are of (validation_of): another
+        # pass compares with them where both measured in the same one (after_pass).
+        self.values: dict[str, float] = {}
+        self.measured_at: tuple[str, int] | None = None
 
     def active(self, pl_module: L.LightningModule) -> bool:
         raise NotImplementedError
@@ -63,11 +73,19 @@ class ValidationPass(Findings):
             return
         batches = [tuple(t.to(pl_module.device) for t in batch) for batch in loader]
         results = self.measure(pl_module, batches)
-        self.names = list(results)
+        self.names, self.values, self.measured_at = list(results), results, validation_of(trainer)
         for name, value in results.items():
             # In the callback metrics either way (the heatmaps read them there); in the loggers as curves only.
             pl_module.log(name, value, on_epoch=True, sync_dist=True, add_dataloader_idx=False,
                           logger=self.every_validation)
+        for callback in trainer.callbacks:  # whichever of two passes measures second sees both
+            if isinstance(callback, ValidationPass):
+                callback.after_pass(trainer, pl_module)
+
+    def after_pass(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Called on every pass of the run each time one of them (this one too) has measured, still in
+        ``on_validation_epoch_end`` (where values can be logged): a pass that compares its values with another's
+        does it here once both have measured in this validation, whatever the callbacks' order."""
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or trainer.state.fn == "fit" or not self.names:

@@ -1,7 +1,8 @@
 """The induction heads forming, in one picture (``compare.py --plot``, formation.png): four panels over the training
 step, the validation loss, the best previous-token score, the best K-composition score (a layer-0 head's output read
-by a later head's keys) and the best induction score, one line per run, coloured by configuration. Each run's
-formation step is a dot on every panel; the induction panel draws the rule's threshold and names, low down, the
+by a later head's keys) and the best prefix matching on the rotated-repeat probe (what the formation rule
+thresholds), one line per run, coloured by configuration. Each run's
+formation step is a dot on every panel; the last panel draws the rule's threshold and names, low down, the
 seeds that formed at each step. Drawn from plain runs (:class:`FormationRun`: the history a run recorded); which
 runs, and the rule's words, are the review's (:mod:`attention_lab.review.formation_plot`)."""
 
@@ -16,7 +17,8 @@ from matplotlib.figure import Figure
 
 # The panels, top to bottom: the key of each curve in a run's history, and the panel's y label
 PANELS = (("val/loss", "validation loss"), ("previous_token", "best previous-token score"),
-          ("composition_k", "best K-composition"), ("induction", "best induction score\n(any layer)"))
+          ("composition_k", "best K-composition"),
+          ("prefix_matching", "best prefix matching\n(rotated probe, any layer)"))
 # The induction panel's labels (its y axis is 0..1): three rows low in the panel, each label's height, and the gap
 # its guide leaves below a dot.
 LABEL_ROWS, LABEL_HEIGHT, DOT_CLEARANCE = (0.03, 0.10, 0.17), 0.06, 0.04
@@ -52,10 +54,10 @@ def label_formations(ax, formations: dict[int, list[tuple[str, str, float]]]) ->
 def save_formation_figure(groups: Sequence[Sequence[FormationRun]], path: Path, *, threshold: float,
                           threshold_label: str, title: str) -> Path:
     """The picture at ``path``: ``groups``, one per configuration (a colour each), each one or more runs;
-    ``threshold``: the induction score the rule asks for, drawn as a dashed line and named by ``threshold_label``."""
+    ``threshold``: the prefix matching the rule asks for, drawn as a dashed line and named by ``threshold_label``."""
     fig = Figure(figsize=(8.5, 10.0), dpi=100, layout="constrained")
     axes = fig.subplots(len(PANELS), 1, sharex=True)
-    formations: dict[int, list[tuple[str, str, float]]] = {}  # formation step -> (seed, colour, induction score)
+    formations: dict[int, list[tuple[str, str, float]]] = {}  # formation step -> (seed, colour, prefix matching)
     for index, runs in enumerate(groups):
         color = COLORS[index % len(COLORS)]
         for number, run in enumerate(runs):
@@ -80,7 +82,7 @@ def save_formation_figure(groups: Sequence[Sequence[FormationRun]], path: Path, 
     axes[1].set_ylim(0, 1)
     axes[-1].set_ylim(0, 1)
     axes[0].legend(fontsize=8, title="one line per seed", title_fontsize=8)
-    axes[-1].legend(fontsize=8, loc="lower right")
+    axes[-1].legend(fontsize=8, loc="upper left")  # above the curves: the seed labels sit low
     axes[-1].set_xlabel("training step (dots: each run's formation step)")
     fig.suptitle(title, fontsize=11)
     fig.savefig(path)

@@ -1,7 +1,7 @@
 """The induction heads forming, in one picture (``compare.py --plot``): for every job of a sweep that recorded its
 history (``formation`` in metrics.json, :class:`~attention_lab.callbacks.induction_formation.InductionFormation`),
 the validation loss, the best previous-token score, the best K-composition score (a layer-0 head's output read by a
-later head's keys) and the best induction score against the training step, one line per seed, coloured by
+later head's keys) and the best prefix matching against the training step, one line per seed, coloured by
 configuration; each run's formation step is marked on every panel. This module picks the runs and words the rule;
 :mod:`attention_lab.plotting.formation` draws them."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attention_lab.analysis.formation_rule import MIN_LAYER, counts_a_head
+from attention_lab.analysis.formation_rule import rule_words
 from attention_lab.errors import ReviewError
 from attention_lab.review.sweep import Sweep, seed_groups, seed_of
 
@@ -26,11 +26,5 @@ def formation_figure(sweep: Sweep, path: Path) -> Path:
     runs = [[FormationRun(group.configuration, seed_of(job) or "?", job.formation, job.metrics.get("formation_step"))
              for job in jobs] for group, jobs in groups]
     threshold = next(jobs[0].formation["threshold"] for _, jobs in groups)
-    # The panel's curves are the best head of any layer; the rule counts only heads above layer 0: a 1-layer run's
-    # curve may cross the line (smeared keys) and record no formation step.
-    uncounted = any(not counts_a_head(job.formation) for _, jobs in groups for job in jobs)
-    rule = (f"formation: a head above layer {MIN_LAYER - 1} reaches {threshold:g}"
-            + ("\n(1-layer runs have no such head: no formation step,\neven where their curve crosses it)"
-               if uncounted else ""))
-    return save_formation_figure(runs, path, threshold=threshold, threshold_label=rule,
+    return save_formation_figure(runs, path, threshold=threshold, threshold_label=rule_words(threshold),
                                  title=f"Induction heads forming · {sweep.dir.name}")

@@ -59,12 +59,13 @@ def top_words(rows, right, vocab: list[str], k: int) -> list[dict]:
 def supported(module) -> None:
     """Raises SentenceError (422) where the model's heads have no per-head circuits (:func:`has_head_circuits`) or
     where a block has no residual stream (its heads' outputs do not reach the logits directly)."""
-    from attention_lab.analysis.circuits import has_head_circuits
+    from attention_lab.analysis.circuits import circuit_layers, has_head_circuits, lacking_layers, unmeasured_reason
 
     model = module.model
     if not has_head_circuits(model):
-        raise SentenceError(f"the {module.config.name} variant has no per-head W_Q/W_K/W_V/W_O of the multihead shape: "
-                            "no circuits to show", status=422)
+        # The tab's views are of every layer: a hybrid stack's measured layers are in its scalars only.
+        why = lacking_layers(model) if circuit_layers(model) else unmeasured_reason(model)
+        raise SentenceError(f"{why}: no circuits to show", status=422)
     if not all(block.residual for block in model.blocks):
         raise SentenceError("this run's blocks have no residual stream (block.residual=false): the heads' outputs "
                             "do not add up to the logits", status=422)

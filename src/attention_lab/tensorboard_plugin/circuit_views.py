@@ -6,6 +6,8 @@ provider as the head scores are (:meth:`~attention_lab.tensorboard_plugin.run_da
 - the copying scores (``circuit/copying/layer{l}/head{h}``) at a step, a layers x heads grid;
 - the patching recovery (``patching/logit_diff/...``, :mod:`attention_lab.analysis.patching`) at a step, a layers x heads
   grid with the whole layer beside it;
+- the strongest paths of the path patching (``path_patching/logit_diff/...``, :mod:`attention_lab.analysis.path_patching`)
+  at a step, as the edges of a graph (:mod:`~attention_lab.tensorboard_plugin.path_graph`);
 - the loss at each target index (``val/loss_by_index/{i}``, :mod:`attention_lab.analysis.loss_by_index`) at every logged
   step: the step x index heatmap of Olsson et al.
 
@@ -16,12 +18,20 @@ grid is counted before it is built (:class:`~attention_lab.tensorboard_plugin.ru
 
 from __future__ import annotations
 
-from attention_lab.analysis.tags import COMPOSITIONS, PATCHING, is_index_tag, parse_composition_tag, parse_copying_tag
+from attention_lab.analysis.tags import (
+    COMPOSITIONS,
+    PATCHING,
+    PATH_PATCHING,
+    is_index_tag,
+    parse_composition_tag,
+    parse_copying_tag,
+)
 from attention_lab.names import natural
 from attention_lab.tensorboard_plugin.focus import pair_with_maps
+from attention_lab.tensorboard_plugin.path_graph import path_graph, path_record
 from attention_lab.tensorboard_plugin.run_config import RunSizes
 from attention_lab.tensorboard_plugin.run_data import CellBudget, Source
-from attention_lab.tensorboard_plugin.scores import finite, grids_at, parse_tag, value_at
+from attention_lab.tensorboard_plugin.scores import finite, grids_at, latest_at, parse_tag
 
 Series = dict[str, list[tuple[int, float]]]  # tag -> (step, value) points sorted by step
 
@@ -57,18 +67,10 @@ def wanted(tag: str, sizes: RunSizes) -> bool:
         return sizes.holds(*found)
     if (index := index_of(tag)) is not None:
         return sizes.holds_index(index)
+    if path_record(tag, sizes) is not None:
+        return True
     record = parse_tag(tag)
     return record is not None and record.family == PATCHING and sizes.holds(record.layer, record.head)
-
-
-def latest_at(points: dict, step: int) -> tuple[int, dict] | None:
-    """``points`` (key -> sorted points): the values logged at the latest step at or before ``step`` by key, with
-    that step; keys last logged earlier are left out (one grid shows one step). None when nothing is logged."""
-    found = {key: point for key, series in points.items() if (point := value_at(series, step)) is not None}
-    if not found:
-        return None
-    latest = max(point_step for point_step, _ in found.values())
-    return latest, {key: value for key, (point_step, value) in found.items() if point_step == latest}
 
 
 def composition_grids(series: Series, step: int, budget: CellBudget) -> list[dict]:
@@ -133,17 +135,19 @@ def circuit_series(source: Source, run: str) -> tuple[Series, RunSizes]:
     return source.scalar_series(run, lambda tag: wanted(tag, sizes)), sizes
 
 
-def logged_views(series: Series, step: int | None, budget: CellBudget) -> dict:
-    """The composition, copying and patching grids at ``step`` (the last logged step when None), each with the
-    step of the maps beside it and the step it was logged at (see :func:`pair_with_maps`)."""
+def logged_views(series: Series, step: int | None, budget: CellBudget, sizes: RunSizes) -> dict:
+    """The composition, copying and patching grids and the path graph at ``step`` (the last logged step when
+    None), each with the step of the maps beside it and the step it was logged at (see :func:`pair_with_maps`)."""
     at = 2**62 if step is None else step
     grids = [*composition_grids(series, at, budget),
-             *filter(None, (copying_grid(series, at, budget), patching_grid(series, at, budget)))]
+             *filter(None, (copying_grid(series, at, budget), patching_grid(series, at, budget),
+                            path_graph(series, at, sizes, budget.take)))]
     if step is not None:
         grids = pair_with_maps(grids, step)
     return {"composition": [g for g in grids if g["family"].startswith("composition/")],
             "copying": next((g for g in grids if g["family"] == "circuit/copying"), None),
-            "patching": next((g for g in grids if g["family"] == PATCHING), None)}
+            "patching": next((g for g in grids if g["family"] == PATCHING), None),
+            "paths": next((g for g in grids if g["family"] == PATH_PATCHING), None)}
 
 
 def circuit_views(source: Source, run: str, step: int | None) -> dict:
@@ -151,4 +155,4 @@ def circuit_views(source: Source, run: str, step: int | None) -> dict:
     within MAX_ANSWER_CELLS numbers. Raises NoMaps (AnswerTooLarge beyond that)."""
     series, sizes = circuit_series(source, run)
     budget = CellBudget("this run's circuits" + ("" if step is None else f" at step {step}"), sizes)
-    return {"run": run, **logged_views(series, step, budget), "loss_by_index": loss_by_index(series, budget)}
+    return {"run": run, **logged_views(series, step, budget, sizes), "loss_by_index": loss_by_index(series, budget)}

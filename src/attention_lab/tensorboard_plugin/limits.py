@@ -19,6 +19,11 @@ MAX_INDICES = MAX_WORDS  # target indices of the loss-by-index heatmap: one per 
 # numbers in one answer of the scores or circuits route (every grid and the loss-by-index heatmap together): about
 # 2 MB of JSON, as one step's maps; a run of the lab sends a few hundred (2 layers x 4 heads)
 MAX_ANSWER_CELLS = 1 << 18
+# a run's clamped heads as its config lists them (the ``clamp`` knob's patterns, shown as words beside the slider):
+# a lab run lists a few; more, or a longer one, is not a config the lab wrote, and the slider marks nothing
+MAX_CLAMP_PATTERNS = 64
+MAX_CLAMP_PATTERN_CHARS = 64
+MAX_STEP = (1 << 53) - 1  # a step the page holds exactly (a JavaScript number)
 DECIMALS = 4  # weights sent to the page: enough for two shown decimals and line opacities
 
 

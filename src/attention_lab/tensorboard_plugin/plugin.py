@@ -44,6 +44,7 @@ PAGE_FILES = {
     "/controls.js": STATIC / "controls.js",
     "/export.js": STATIC / "export.js",
     "/circuits.js": STATIC / "circuits.js",
+    "/paths.js": STATIC / "paths.js",
     "/steps.js": STATIC / "steps.js",
     "/style.css": STATIC / "style.css",
     "/head_view.js": HEAD_VIEW,

@@ -1,6 +1,7 @@
 """What the tab takes from a run's saved config (``.hydra/config.yaml``): the layers, heads and target indices the
-model had, which bound the per-head and per-index tags the tab reads, and the head-score kind of its task, which
-the tab opens on.
+model had, which bound the per-head and per-index tags the tab reads, the head-score kind of its task, which
+the tab opens on, and the steps at which it clamped heads (the ``clamp``, ``clamp_from`` and ``clamp_until`` knobs),
+which the step slider marks.
 
 An event file may log tags for heads and indices that the model never had, and each such tag widens a grid to
 its layer, head or index (one composition tag of head 63 makes a 64 x 64 grid of empty cells). So the tab reads
@@ -25,7 +26,14 @@ from typing import Any
 
 from attention_lab.data.tasks import task_head_score_kind
 from attention_lab.records.files import SAVED_CONFIG, UnreadableRecord, read_yaml_record
-from attention_lab.tensorboard_plugin.limits import MAX_HEADS, MAX_INDICES, MAX_LAYERS
+from attention_lab.tensorboard_plugin.limits import (
+    MAX_CLAMP_PATTERN_CHARS,
+    MAX_CLAMP_PATTERNS,
+    MAX_HEADS,
+    MAX_INDICES,
+    MAX_LAYERS,
+    MAX_STEP,
+)
 from attention_lab.tensorboard_plugin.sentence import inside
 
 log = logging.getLogger(__name__)
@@ -55,12 +63,34 @@ TAB_LIMITS = RunSizes(MAX_LAYERS, MAX_HEADS, MAX_INDICES, "the attention tab's l
 
 
 @dataclass(frozen=True)
+class Clamp:
+    """The heads a run clamped (``patterns``, as its ``clamp`` knob lists them) at the steps in [start, until)
+    (``until`` None: to the end of the run)."""
+
+    patterns: tuple[str, ...]
+    start: int
+    until: int | None
+
+    def to_json(self) -> dict:
+        return {"heads": list(self.patterns), "from": self.start, "until": self.until}
+
+
+class BadClamp(ValueError):
+    """A clamp knob of a saved config that the tab does not read: ``setting`` and what is wrong with it."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting} {problem}")
+        self.setting, self.problem = setting, problem
+
+
+@dataclass(frozen=True)
 class RunConfig:
-    """What the tab takes from one run's config: the sizes of its tags, and its task's head-score kind (None: no
-    config, or a task without one)."""
+    """What the tab takes from one run's config: the sizes of its tags, its task's head-score kind (None: no
+    config, or a task without one), and the steps it clamped heads at (None: none, or a run from before the knobs)."""
 
     sizes: RunSizes = TAB_LIMITS
     task_kind: str | None = None
+    clamp: Clamp | None = None
 
 
 def knob(data: dict, value: Any) -> Any:
@@ -90,15 +120,49 @@ def declared_sizes(data: dict) -> RunSizes:
                     min(indices or MAX_INDICES, MAX_INDICES), f"its config ({SAVED_CONFIG.as_posix()})")
 
 
-def run_config(data: Any) -> RunConfig:
-    """What the tab takes from a config's data (as read, unresolved)."""
+def step_knob(data: dict, name: str, default: int | None) -> int | None:
+    """The step a knob names (``default`` where the config has none; None is "the end" where default is None)."""
+    value = data.get(name, default)
+    if value is None and default is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_STEP:
+        raise BadClamp(name, f"is {str(value)[:40]!r}, not a step from 0 to {MAX_STEP}")
+    return value
+
+
+def clamp_window(data: dict) -> Clamp | None:
+    """The steps a config's clamp knobs clamp heads at: None for a run without the knobs, an empty list or an
+    empty window. Raises BadClamp for values the lab never writes (checked types, bounded sizes)."""
+    patterns = data.get("clamp")
+    if patterns is None:
+        return None
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise BadClamp("clamp", "is not a list of layer/head patterns")
+    if len(patterns) > MAX_CLAMP_PATTERNS:
+        raise BadClamp("clamp", f"lists {len(patterns)} patterns, more than the {MAX_CLAMP_PATTERNS} the tab shows")
+    if any(len(p) > MAX_CLAMP_PATTERN_CHARS for p in patterns):
+        raise BadClamp("clamp", f"has a pattern longer than the {MAX_CLAMP_PATTERN_CHARS} characters the tab shows")
+    start, until = step_knob(data, "clamp_from", 0), step_knob(data, "clamp_until", None)
+    if not patterns or (until is not None and until <= start):
+        return None
+    return Clamp(tuple(patterns), start, until)
+
+
+def run_config(data: Any, path: Path | None = None) -> RunConfig:
+    """What the tab takes from a config's data (as read, unresolved); clamp knobs it cannot read are warned about
+    (once: a config is read once per version) and mark no steps."""
     if not isinstance(data, dict):
         return RunConfig()
     try:
         kind = task_head_score_kind(data.get("task"))
     except (TypeError, ValueError):  # a task's name or options of a type the lab never writes
         kind = None
-    return RunConfig(declared_sizes(data), kind)
+    try:
+        clamp = clamp_window(data)
+    except BadClamp as err:
+        log.warning("the attention tab marks no clamped steps of %s: %s %s", path or "a run", err.setting, err.problem)
+        clamp = None
+    return RunConfig(declared_sizes(data), kind, clamp)
 
 
 class RunConfigs:
@@ -125,7 +189,7 @@ class RunConfigs:
         if found is not None and found[0] == key:
             return found[1]
         try:
-            config = run_config(read_yaml_record(path))
+            config = run_config(read_yaml_record(path), path)
         except (OSError, UnreadableRecord) as err:
             problem = err.problem if isinstance(err, UnreadableRecord) else err.strerror or type(err).__name__
             log.warning("the attention tab reads %s within its limits: %s is unreadable (%s)", run_dir, path, problem)

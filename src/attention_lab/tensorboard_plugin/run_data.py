@@ -140,10 +140,16 @@ class Source:
 
     def maps(self, run: str, step: int | None) -> dict:
         """The probe's maps of ``run`` at the logged step closest at or before ``step`` (the last when None),
-        with every logged step. Raises NoMaps."""
+        with every logged step and the steps it clamped heads at (the slider marks them). Raises NoMaps."""
         content, points = self.probe_points(run)
         chosen = points[-1] if step is None else next((d for d in reversed(points) if d.step <= step), points[0])
-        return self.page_maps(run, content, points, chosen)
+        return {**self.page_maps(run, content, points, chosen), "clamp": self.clamp(run)}
+
+    def clamp(self, run: str) -> dict | None:
+        """The heads ``run`` clamped and the steps [from, until) it clamped them at, as its config says (None: no
+        clamp, or no readable config). Raises NoMaps."""
+        clamp = self.run_config(run).clamp
+        return None if clamp is None else clamp.to_json()
 
     def probe_points(self, run: str) -> tuple[bytes, list]:
         """The words of ``run``'s probe (the summary's plugin content) and its points, sorted by step (read once by an

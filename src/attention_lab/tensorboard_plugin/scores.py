@@ -15,6 +15,7 @@ DESCRIPTIONS = {
     "head_score": "0..1: how much of its attention the head gives to the pattern's key",
     "ablation": "the change when the head is removed (loss: increase; token_acc: drop)",
     "patching": "fraction of the clean - corrupted logit difference that the head's clean output restores (1: all)",
+    "attribution": "the patching's fraction estimated to first order from one gradient (attribution patching)",
 }
 
 
@@ -51,6 +52,16 @@ def value_at(points: list[tuple[int, float]], step: int) -> tuple[int, float] | 
             break
         found = (point_step, value)
     return found
+
+
+def latest_at(points: dict, step: int) -> tuple[int, dict] | None:
+    """``points`` (key -> sorted points): the values logged at the latest step at or before ``step`` by key, with
+    that step; keys last logged earlier are left out (one grid shows one step). None when nothing is logged."""
+    found = {key: point for key, series in points.items() if (point := value_at(series, step)) is not None}
+    if not found:
+        return None
+    latest = max(point_step for point_step, _ in found.values())
+    return latest, {key: value for key, (point_step, value) in found.items() if point_step == latest}
 
 
 def grids_at(series: dict[str, list[tuple[int, float]]], step: int,

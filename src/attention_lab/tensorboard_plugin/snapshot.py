@@ -185,7 +185,8 @@ def read_runs(run_dir: Path) -> list[dict]:
 
 
 def read_run(source, name: str, budget: PageBudget) -> dict:
-    """One run's part of the page (see :func:`read_runs`), with its logged ``steps``. Raises ReviewError."""
+    """One run's part of the page (see :func:`read_runs`), with its logged ``steps`` and the steps it clamped heads
+    at. Raises ReviewError."""
     from attention_lab.records.run_names import run_label
     from attention_lab.tensorboard_plugin.circuit_views import circuit_series, logged_views, loss_by_index
     from attention_lab.tensorboard_plugin.focus import annotate
@@ -212,13 +213,14 @@ def read_run(source, name: str, budget: PageBudget) -> dict:
             grids = grids_at(series, step, CellBudget(f"this run's scores at step {step}", sizes).take)
             scores[str(step)] = budget.embed(annotate([grid.to_json() for grid in grids], step, kind),
                                              f"the scores of run {name} at step {step}")
-            logged = logged_views(circuits, step, CellBudget(f"this run's circuits at step {step}", sizes))
+            logged = logged_views(circuits, step, CellBudget(f"this run's circuits at step {step}", sizes), sizes)
             views[str(step)] = budget.embed({"run": name, **logged}, f"the circuits of run {name} at step {step}")
         heatmap = loss_by_index(circuits, CellBudget("this run's loss by index", sizes))
+        clamp = source.clamp(name)
     except NoMaps as err:
         raise ReviewError(f"run {name}: {err.reason}") from None
     return {"run": name, "label": run_label(name), **words, "maps": maps, "steps": steps,
-            "scores": scores, "circuits": views,
+            "scores": scores, "circuits": views, "clamp": clamp,
             "loss_by_index": budget.embed(heatmap, f"the loss by index of run {name}")}
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import cloudpickle
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.plugins import Plugins
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
@@ -47,6 +48,9 @@ log = logging.getLogger(__name__)
 
 
 PRELOAD = ("attention_lab.train",)  # what every job imports: torch, Lightning and the lab
+# Imported in the fork server after the preload modules, whatever they are: Hydra's plugin registry built and the
+# imports frozen out of the garbage collector's reach, once for every job (see the module).
+FORK_SERVER_SETUP = "attention_lab.run.fork_server"
 
 
 @dataclass
@@ -111,6 +115,13 @@ def report(result: Connection, ret: JobReturn, overrides: list[str]) -> None:
             continue
 
 
+def with_plugins(singleton_state: dict[str, Any]) -> dict[str, Any]:
+    """The sweep's Hydra state with this process's plugin registry in it: ``Singleton.get_state`` leaves the registry
+    out and ``set_state`` rebuilds it, a scan of every plugin module in every job, unless the state holds one. The
+    fork server built it once (FORK_SERVER_SETUP); a process without it builds it here."""
+    return {**singleton_state, "instances": {Plugins: Plugins.instance(), **singleton_state["instances"]}}
+
+
 def run_in_child(payload: bytes, num: int, overrides: list[str], result: Connection, lifeline: Connection,
                  launcher_pid: int) -> None:
     """The child process: one job through ``run_job`` (as hydra-joblib-launcher's ``execute_job`` does)."""
@@ -120,7 +131,7 @@ def run_in_child(payload: bytes, num: int, overrides: list[str], result: Connect
     watch_launcher(lifeline, launcher_pid)
     setup_globals()
     hydra_context, config, task_function, singleton_state = cloudpickle.loads(payload)
-    Singleton.set_state(singleton_state)
+    Singleton.set_state(with_plugins(singleton_state))
     code = 0
     try:
         ret = run_job(hydra_context=hydra_context, task_function=task_function,
@@ -184,7 +195,7 @@ class ParallelLauncher(Launcher):
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(var, str(max(1, (os.cpu_count() or 1) // self.n_jobs)))
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(self.preload)
+        context.set_forkserver_preload([*self.preload, FORK_SERVER_SETUP])
         pending = list(enumerate(job_overrides))
         returns: list[JobReturn | None] = [None] * len(job_overrides)
         running: dict[Connection, tuple[int, Any, Connection]] = {}

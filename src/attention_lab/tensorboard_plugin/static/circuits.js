@@ -1,13 +1,15 @@
 // The circuits of one run, in a collapsed section below its maps: first a clean / corrupted pair, patched head by
 // head (filled in with an example pair of the run's own that changes the model's prediction, which the
 // example_pair route finds); at the slider's step the composition scores between layers, the copying scores and
-// the patching recovery (logged scalars), with the loss by target index over every step; for the enlarged head its
-// QK and OV word tables from the checkpoint; for a typed sentence the direct logit attribution of every head.
+// the patching recovery (logged scalars) and the strongest paths of the path patching as a graph of heads
+// (paths.js), with the loss by target index over every step; for the enlarged head its QK and OV word tables from
+// the checkpoint; for a typed sentence the direct logit attribution of every head.
 // Words and values are set with textContent only. Each view's element has data-view; a value cell has data-value.
 // Every table and the heatmap download as SVG, PNG and CSV (export.js).
 
 import { addTableLinks, fileName, lossByIndexLinks, tableLinks, wordTableLinks } from "./export.js";
 import { weightColor } from "./heatmaps.js";
+import { pathGraph } from "./paths.js";
 import { formatValue } from "./scores.js";
 import { mapsStepOf, section, stepWords } from "./steps.js";
 
@@ -192,7 +194,7 @@ function pairView(data, label) {
 // run: the run's name; api: {get(route, params) -> Promise<{ok, data}>}; label: the run's label (the downloads' names)
 export function createCircuits(run, api, label) {
   const { details: root, step: stepWordsNode } = section("circuits",
-    "Circuits: patching, composition, copying, loss by index, word tables");
+    "Circuits: patching, paths, composition, copying, loss by index, word tables");
   const logged = element("div", "row circuits-logged");
   const head = element("div", "circuits-head");
   const sentence = element("div", "circuits-sentence");
@@ -220,7 +222,7 @@ export function createCircuits(run, api, label) {
     if (request !== state.request) return;
     if (!reply.ok) { logged.replaceChildren(note(reply.data.error)); return; }
     const data = reply.data, views = [];
-    const grids = [...data.composition, data.copying, data.patching].filter(Boolean);
+    const grids = [...data.composition, data.copying, data.patching, data.paths].filter(Boolean);
     const words = stepWords(step, grids.map(g => g.step)), own = words.own;
     stepWordsNode.textContent = grids.length ? " · " + words.summary : "";
     if (data.composition.length) {
@@ -235,9 +237,10 @@ export function createCircuits(run, api, label) {
       title: described(data.patching), rows: layers(data.patching.cells.length),
       columns: heads(data.patching.cells[0].length), cells: data.patching.cells, scale: { vmin: -1, vmax: 1, signed: true },
       last: { label: "all", values: data.patching.whole_layer } }));
+    if (data.paths) views.push(pathGraph(data.paths, own(data.paths.step), described(data.paths), label));
     if (data.loss_by_index) views.push(lossByIndex(data.loss_by_index, step, label, state.mapsSteps));
     logged.replaceChildren(...(views.length ? views
-      : [note("no composition, copying, patching or loss-by-index scalars logged at or before this step")]));
+      : [note("no composition, copying, patching, path or loss-by-index scalars logged at or before this step")]));
     addTableLinks(logged, label);
     root.dataset.step = String(step);
   }

@@ -1,4 +1,5 @@
-// The tab's top bar: two run pickers (side by side), the step slider that moves every map, and the sentence
+// The tab's top bar: two run pickers (side by side), the step slider that moves every map (a shaded band under
+// it marks the steps at which a run clamped heads, and the words beside the step name them), and the sentence
 // box with the words the runs' checkpoints know (a word outside them is read as <unk>; clicking a listed word
 // adds it to the sentence). It only builds elements and reports choices; index.js decides what they do.
 
@@ -33,17 +34,55 @@ export function createControls(runs, chosen, on) {
   second.select.addEventListener("change", changed);
 
   const stepBox = element("label", "step-box", "Step ");
+  const track = element("span", "step-track");  // the slider over its clamped bands
   const slider = element("input", "step-slider");
   slider.type = "range"; slider.min = "0"; slider.max = "0"; slider.value = "0";
   slider.setAttribute("aria-label", "step");
+  const marks = element("span", "clamp-marks");
+  marks.setAttribute("aria-hidden", "true");
+  track.append(marks, slider);
   const stepLabel = element("span", "step-label");
-  stepBox.append(slider, stepLabel);
+  const clampWords = element("span", "clamp-words");
+  stepBox.append(track, stepLabel, clampWords);
   let steps = [];
+  let clamps = [];  // [{label, clamp: {heads, from, until}}]: the runs shown that clamped heads
+  let named = false;  // two runs shown: the words say whose heads
   slider.addEventListener("input", () => {
     const step = steps[Number(slider.value)];
     stepLabel.textContent = String(step);
+    sayClamped(step);
     on.step(step);
   });
+
+  const clamped = (clamp, step) => step >= clamp.from && (clamp.until === null || step < clamp.until);
+
+  // The words beside the step: which heads are clamped there (and by which run, when two are shown).
+  function sayClamped(step) {
+    const inside = clamps.filter(c => step !== undefined && clamped(c.clamp, step));
+    clampWords.textContent = inside.map(c => "clamped: " + c.clamp.heads.join(", ") +
+      (named ? " (" + c.label + ")" : "")).join(" · ");
+    clampWords.hidden = !inside.length;
+  }
+
+  // One band per run over the slider's positions of its clamped steps, from halfway to the step before to halfway
+  // to the step after (the track's ends at the first and last steps); the thumb's centre runs 8 px in from each end.
+  function drawMarks() {
+    const last = steps.length - 1;
+    const at = (index, end) => (index <= 0 && end === "start") || (index >= last && end === "end")
+      ? (end === "start" ? "0px" : "100%") : "calc(8px + (100% - 16px) * " + (index / last) + ")";
+    marks.replaceChildren(...clamps.flatMap((c, n) => {
+      const inside = steps.map((s, i) => [s, i]).filter(([s]) => clamped(c.clamp, s)).map(([, i]) => i);
+      if (!inside.length) return [];
+      const first = inside[0], end = inside[inside.length - 1];
+      const band = element("span", "clamp-band" + (n ? " second" : ""));
+      band.style.left = at(first - 0.5, "start");
+      band.style.right = "calc(100% - " + at(end + 0.5, "end") + ")";
+      band.dataset.first = String(steps[first]);
+      band.dataset.last = String(steps[end]);
+      return [band];
+    }));
+    sayClamped(steps[Number(slider.value)]);
+  }
 
   const form = element("form", "sentence-form");
   const input = element("input", "sentence-input");
@@ -107,6 +146,13 @@ export function createControls(runs, chosen, on) {
       slider.value = slider.max;
       slider.disabled = steps.length < 2;
       stepLabel.textContent = steps.length ? String(steps[steps.length - 1]) : "no logged steps";
+      drawMarks();
+    },
+    // The runs shown: [{label, clamp}] (the maps route's clamp of each, null: none); their clamped steps are marked.
+    setClamps(shown) {
+      clamps = shown.filter(c => c.clamp);
+      named = shown.length > 1;
+      drawMarks();
     },
   };
 }

@@ -85,6 +85,13 @@ export function wordTableCsv(rows, rowAxis, topAxis) {
   return csvText([header, ...rows.map(row => [row.word, ...row.top.flat()])]);
 }
 
+// The paths drawn, strongest first: each head as layer{l}/head{h}, the logits as "logits".
+export function pathGraphCsv(data) {
+  const head = node => "layer" + node[0] + "/head" + node[1];
+  return csvText([["sender", "receiver", "kind", "value"], ...data.edges.map(e =>
+    [head(e.sender), e.receiver ? head(e.receiver) : "logits", e.receiver ? e.kind : "direct", e.value])]);
+}
+
 // ------------------------------------------------------------------------------------------------------- SVG
 
 // parts: SVG drawings stacked under a title, on white, as one standalone SVG document.
@@ -169,6 +176,17 @@ export function lossByIndexSvg(drawing, scale, title) {
   const copy = drawing.cloneNode(true);
   copy.prepend(svgNode("style", {}, LOSS_STYLE));
   return composed(title, [copy, scaleLegend(scale)]);
+}
+
+// The path graph of paths.js as drawn (its nodes, its edges and their labels).
+const PATH_STYLE = ".path-node rect { fill: #f5f5f5; stroke: #888; } .path-node text, .path-label { font-size: 11px; " +
+  "dominant-baseline: middle; } .path-node text { fill: #222; } .path-label { paint-order: stroke; stroke: #fff; " +
+  "stroke-width: 3px; }";
+
+export function pathGraphSvg(drawing, title) {
+  const copy = drawing.cloneNode(true);
+  copy.prepend(svgNode("style", {}, PATH_STYLE));
+  return composed(title, [copy]);
 }
 
 // The head view as drawn now (svg.head-view of head_view.js: its layer, its heads, no word hovered).
@@ -331,4 +349,10 @@ export function lossByIndexLinks(svg, data, scale, label, what) {
 // its row words and of its top words.
 export function wordTableLinks(table, rows, axes, name, title) {
   return exportLinks(name, { svg: () => tableSvg(table, title), csv: () => wordTableCsv(rows, ...axes) });
+}
+
+// The path graph: svg, the drawing; data, what the circuits route answered for it; what: "step 100".
+export function pathGraphLinks(svg, data, label, what) {
+  return exportLinks(fileName(label, what, "paths"), { svg: () => pathGraphSvg(svg, label + " · " + what +
+    " · path patching: the " + data.edges.length + " strongest paths"), csv: () => pathGraphCsv(data) });
 }

@@ -74,6 +74,7 @@ export async function render() {
     panels.replaceChildren(...current.map(p => p.root));
     const steps = new Set((await Promise.all(current.map(p => p.load()))).flat());
     controls.setSteps([...steps].sort((a, b) => a - b));
+    controls.setClamps(current.map(p => ({ label: p.label, clamp: p.clamp })));
     const last = Math.max(-1, ...steps);
     listVocabulary([first, second].filter(Boolean), current);  // the checkpoints load meanwhile: not awaited
     await Promise.all(current.map(p => (sentence === null ? p.showStep(last) : p.showSentence(sentence))));

@@ -64,8 +64,9 @@ export function createPanel(entry, api) {
 
   // placed: the enlarged head was chosen (by the first step's focus or a click) and stays; best: the focus of the
   // step shown; pointer: where the cursor last hovered a cell
-  const state = { steps: [], data: null, sentence: null, selected: { layer: 0, head: 0 }, placed: false, best: null,
-                  pointer: null, request: 0, sentenceRequest: 0, cache: new Map(), headView: null, runMessage: "" };
+  const state = { steps: [], clamp: null, data: null, sentence: null, selected: { layer: 0, head: 0 }, placed: false,
+                  best: null, pointer: null, request: 0, sentenceRequest: 0, cache: new Map(), headView: null,
+                  runMessage: "" };
 
   function say(text) {
     message.textContent = text || "";
@@ -159,6 +160,9 @@ export function createPanel(entry, api) {
   return {
     root,
     get steps() { return state.steps; },
+    // The heads the run clamped and the steps it clamped them at ({heads, from, until}), or null.
+    get clamp() { return state.clamp; },
+    label: entry.label,
     // The logged steps of the run ([] with a message when it has none); the circuits' example pair is sought
     // for its probe meanwhile.
     async load() {
@@ -170,6 +174,7 @@ export function createPanel(entry, api) {
         return [];
       }
       state.steps = reply.data.steps;
+      state.clamp = reply.data.clamp || null;
       circuits.setSteps(state.steps);
       circuits.showExample(reply.data.key_words.join(" "));
       return state.steps;

@@ -5,7 +5,7 @@ import { createControls } from "./controls.js";
 import { createPanel } from "./panel.js";
 
 // snapshot.runs[i]: {run, label, query_words, key_words, query_axis, maps: [{step, weights, scale}], scores: {step: reply},
-//   circuits: {step: reply less its loss_by_index}, loss_by_index} (tensorboard_plugin/snapshot.py)
+//   circuits: {step: reply less its loss_by_index}, loss_by_index, clamp} (tensorboard_plugin/snapshot.py)
 export function snapshotApi(snapshot) {
   const byRun = new Map(snapshot.runs.map(run => [run.run, run]));
   async function get(route, params) {
@@ -16,7 +16,8 @@ export function snapshotApi(snapshot) {
     const chosen = [...run.maps].reverse().find(m => m.step <= wanted) || run.maps[0];
     if (route === "maps")
       return { ok: true, data: { run: run.run, steps, step: chosen.step, query_words: run.query_words,
-        key_words: run.key_words, query_axis: run.query_axis, weights: chosen.weights, scale: chosen.scale } };
+        key_words: run.key_words, query_axis: run.query_axis, weights: chosen.weights, scale: chosen.scale,
+        clamp: run.clamp || null } };
     if (route === "scores")
       return { ok: true, data: run.scores[String(chosen.step)] || { grids: [], focus: null, redundancy: null } };
     if (route === "circuits" && run.circuits[String(chosen.step)])
@@ -50,6 +51,7 @@ export async function renderSnapshot(snapshot) {
   document.body.append(title, note, controls.bar, panels);
   const steps = [...new Set((await Promise.all(current.map(p => p.load()))).flat())].sort((a, b) => a - b);
   controls.setSteps(steps);
+  controls.setClamps(current.map(p => ({ label: p.label, clamp: p.clamp })));
   await Promise.all(current.map(p => p.showStep(steps[steps.length - 1])));
   document.body.dataset.ready = "true";
 }
