@@ -186,6 +186,19 @@ def test_a_task_without_a_corruption_is_not_patched_and_says_so_once(caplog):
     assert not ActivationPatching({"name": "induction"}, enabled=False).active(module)
 
 
+def test_attribution_leaves_the_task_line_to_the_patching_but_names_a_model_it_cannot_measure(caplog):
+    """One line for both on the default run's console (task=reverse); a model without heads of their own: its own."""
+    from attention_lab.callbacks.attribution import AttributionPatching
+
+    module, _ = small_model()
+    headless, _ = small_model("model=simple", "heads=1")
+    with caplog.at_level(logging.INFO):
+        assert not AttributionPatching({"name": "reverse"}).active(module)
+        assert not AttributionPatching({"name": "induction"}).active(headless)
+    notes = [r.getMessage() for r in caplog.records if "attribution patching" in r.getMessage()]
+    assert notes == ["attribution patching: not measured, the simple variant has no heads with weights of their own"]
+
+
 def test_the_patching_knobs_are_checked():
     with pytest.raises(ConfigError, match="patching_every_validation=true is invalid with patching=false"):
         validate(compose_config(["patching=false", "patching_every_validation=true"]))

@@ -25,6 +25,7 @@ class ActivationPatching(ValidationPass):
     """``enabled``: the ``patching`` knob; ``task``: the run's task config (its name picks the corruption)."""
 
     what = "activation patching"  # the measurement, as its one line names it
+    says_task = True  # whether its line also says when the task has no corruption (once a run is enough)
 
     def __init__(self, task: Mapping[str, Any], enabled: bool = True, every_validation: bool = False) -> None:
         super().__init__(every_validation)
@@ -39,7 +40,7 @@ class ActivationPatching(ValidationPass):
             return False
         reason = self.model_reason(pl_module) if self.task.has_corruption() else \
             f"task={self.task.name} has no corruption to patch from"
-        if reason is not None and not self.skip_noted:
+        if reason is not None and not self.skip_noted and (self.says_task or self.task.has_corruption()):
             self.skip_noted = True
             logging.getLogger(type(self).__module__).info("%s: not measured, %s", self.what, reason)
         return reason is None

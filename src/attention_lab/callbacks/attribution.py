@@ -82,6 +82,9 @@ class AttributionPatching(ActivationPatching):
     validation set at every validation (where activation patching is at every one: the same batches each time)."""
 
     what = "attribution patching"
+    # A task without a corruption: activation patching's line says so at the end, one line for both (the default
+    # run's console); a model it cannot measure is still said here.
+    says_task = False
 
     def __init__(self, task: Mapping[str, Any], enabled: bool = True, all_examples: bool = False) -> None:
         super().__init__(task, enabled, every_validation=True)
