@@ -196,12 +196,36 @@ class TrainedModel(nn.Module):
         """The model of a checkpoint written by scripts/train.py (already loaded, ``weights_only=True``), in eval
         mode. Raises WeightsMismatch when its weights are not those of its model config."""
         hparams = checkpoint["hyper_parameters"]
-        trained = cls(hparams["model"], hparams["vocab"])
         weights = {name.removeprefix(WEIGHTS_PREFIX): tensor for name, tensor in checkpoint["state_dict"].items()
                    if name.startswith(WEIGHTS_PREFIX)}
-        check_weights(weights, trained.model.state_dict())
+        trained = cls(hparams["model"], hparams["vocab"])
+        try:
+            check_weights(weights, trained.model.state_dict())
+        except WeightsMismatch as mismatch:
+            # A run saved before its variant gained an option: read with the value it was built with, else the
+            # mismatch as it was.
+            trained = cls.saved_before(hparams, weights, mismatch)
         trained.model.load_state_dict(weights)
         return trained.eval()
+
+    @classmethod
+    def saved_before(cls, hparams: dict[str, Any], weights: dict[str, Tensor],
+                     mismatch: WeightsMismatch) -> TrainedModel:
+        """The model of ``hparams`` with the options its config lacks at the values its variant had before gaining
+        them (``options_before``), where its weights fit that model; raises ``mismatch`` otherwise."""
+        model = dict(hparams["model"])
+        variant = ATTENTION_REGISTRY.get(str(model.get("name")))
+        options = dict(model.get("options") or {})
+        before = {} if variant is None else variant.options_before(int(model.get("num_heads") or 1))
+        missing = {key: value for key, value in before.items() if key not in options}
+        if not missing:
+            raise mismatch
+        older = cls({**model, "options": {**options, **missing}}, hparams["vocab"])
+        try:
+            check_weights(weights, older.model.state_dict())
+        except WeightsMismatch:
+            raise mismatch from None
+        return older
 
     def forward(self, tokens: Tensor) -> Tensor:
         padding = tokens == PAD_ID if self.padding_mask else None

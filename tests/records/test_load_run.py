@@ -104,3 +104,29 @@ def test_importing_the_package_imports_no_torch_until_load_run_is_used():
         import attention_lab
 
         attention_lab.load_runs  # noqa: B018
+
+
+@pytest.mark.parametrize(("name", "option", "old"), [("mla", "latent_norm", False), ("mamba2", "ngroups", 4)])
+def test_a_checkpoint_saved_before_its_variant_gained_an_option_loads_as_it_was_built(name, option, old):
+    """A run saved before `mla`'s latent RMSNorm or `mamba2`'s head groups: its config lacks the option, its weights
+    are the module without it. It loads as that module (the same outputs); weights that fit neither still fail on
+    the saved config's own mismatch."""
+    from attention_lab.model import WeightsMismatch
+
+    vocab = ["<pad>", "<unk>", *map(str, range(10))]
+    config = {"name": name, "d_model": 16, "num_heads": 4, "layers": 2, "mask": "causal", "context_length": 8,
+              "options": {option: old}}
+    torch.manual_seed(0)
+    built = TrainedModel(config, vocab).eval()
+    saved = {**built.config.to_dict()}
+    saved["options"] = {k: v for k, v in saved["options"].items() if k != option}  # as written before the option
+    checkpoint = {"hyper_parameters": {"model": saved, "vocab": vocab},
+                  "state_dict": {f"model.{k}": v for k, v in built.model.state_dict().items()}}
+    loaded = TrainedModel.from_checkpoint(checkpoint)
+    assert loaded.config.options[option] == old
+    tokens = torch.randint(2, len(vocab), (3, 8))
+    with torch.no_grad():
+        assert torch.equal(loaded(tokens), built(tokens))
+    broken = {**checkpoint, "state_dict": dict(list(checkpoint["state_dict"].items())[:-1])}
+    with pytest.raises(WeightsMismatch, match="^its weights do not fit its model config"):
+        TrainedModel.from_checkpoint(broken)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -65,6 +65,13 @@ class AttentionModule(nn.Module):
         if kv_heads is None or kv_heads == num_heads:
             return 2 * seq_len * d_model
         return 2 * seq_len * kv_heads * (d_model // num_heads)
+
+    @classmethod
+    def options_before(cls, num_heads: int) -> dict[str, Any]:
+        """The options it gained after runs had been saved, each with the value that builds the module those runs
+        hold: a checkpoint whose config lacks one and whose weights do not fit the default is read with it
+        (:meth:`attention_lab.model.TrainedModel.from_checkpoint`). None by default."""
+        return {}
 
     @classmethod
     def d_out_for(cls, d_model: int, num_heads: int) -> int:

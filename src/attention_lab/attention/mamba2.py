@@ -35,6 +35,7 @@ Left out of Mamba-2's layer (the lab's block around the mixer has a norm and an 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -113,6 +114,10 @@ class Mamba2(Recurrence):
     kind = "ssm"
     positions_note = "its decay already weighs each earlier position by its distance, and it forms no scores to rotate or bias"
     options = ("chunk", "short_conv", "ngroups")
+
+    @classmethod
+    def options_before(cls, num_heads: int) -> dict[str, Any]:
+        return {"ngroups": num_heads}  # before the groups, each head had its own B and C
 
     @classmethod
     def state_size(cls, d_model: int, num_heads: int, seq_len: int, short_conv: int = SHORT_CONV,

@@ -24,6 +24,8 @@ the same output).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -68,6 +70,10 @@ class MultiHeadLatentAttention(AttentionModule):
     projects = True
     kind = "softmax"
     options = ("kv_latent", "q_latent", "rope_dim", "latent_norm")
+
+    @classmethod
+    def options_before(cls, num_heads: int) -> dict[str, Any]:
+        return {"latent_norm": False}  # the latents' RMSNorm came later: runs saved before it have none
     positions_note = "its RoPE is decoupled (rope_dim sets the rotated part)"
 
     @classmethod
