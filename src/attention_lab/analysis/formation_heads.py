@@ -20,19 +20,12 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch import Tensor, nn
 
+from attention_lab.analysis.ablation import head_output_name
 from attention_lab.analysis.head_scores import induction_score
 from attention_lab.attention.hooks import capture, hook_points, intervene
 from attention_lab.data.corpus import PAD_ID
 
 __all__ = ["formed_heads", "prefix_scores", "supply_removed"]
-
-
-def block_of(name: str, point: str) -> int | None:
-    """The layer of a hook name ``blocks.<i>.attention.hook_<point>``, or None for any other name."""
-    parts = name.split(".")
-    if len(parts) == 4 and parts[0] == "blocks" and parts[1].isdigit() and parts[2:] == ["attention", f"hook_{point}"]:
-        return int(parts[1])
-    return None
 
 
 def prefix_scores(model: nn.Module, probe: Tensor) -> dict[int, Tensor]:
@@ -42,25 +35,23 @@ def prefix_scores(model: nn.Module, probe: Tensor) -> dict[int, Tensor]:
         model(probe)
     real = probe != PAD_ID
     scores = {}
-    for name, weights in cache.items():
-        if (layer := block_of(name, "weights")) is not None:
-            score = induction_score(weights.float(), probe, real)
-            scores[layer] = score if score is not None else torch.zeros(weights.shape[1])
-    return dict(sorted(scores.items()))
+    for layer, weights in cache.by_layer("weights").items():
+        score = induction_score(weights.float(), probe, real)
+        scores[layer] = score if score is not None else torch.zeros(weights.shape[1])
+    return scores
 
 
 def head_outputs_below(model: nn.Module, layer: int) -> list[str]:
     """The ``hook_head_output`` points of the blocks below ``layer``."""
-    return [name for name in hook_points(model)
-            if (block := block_of(name, "head_output")) is not None and block < layer]
+    points = hook_points(model)
+    return [name for name in map(head_output_name, range(layer)) if name in points]
 
 
 def smears_up_to(model: nn.Module, layer: int) -> list[nn.Module]:
-    """The smeared-keys modules of the blocks up to ``layer``, found by name (``blocks.<i>.attention.smeared_keys``)
-    so that models without them need not import them."""
-    return [module for name, module in model.named_modules()
-            if name.startswith("blocks.") and name.endswith(".attention.smeared_keys")
-            and name.split(".")[1].isdigit() and int(name.split(".")[1]) <= layer]
+    """The smeared-keys modules of the blocks up to ``layer`` (an attention module's ``smeared_keys``, None
+    without them)."""
+    return [block.attention.smeared_keys for block in model.blocks[:layer + 1]
+            if getattr(block.attention, "smeared_keys", None) is not None]
 
 
 @contextmanager
@@ -68,16 +59,11 @@ def supply_removed(model: nn.Module, layer: int) -> Iterator[None]:
     """During the block, nothing gives the keys of ``layer`` the previous token: every head of the layers below
     writes 0, and smeared keys up to ``layer`` pass the plain key (a forward hook returns the module's input)."""
     with ExitStack() as stack:
-        stack.enter_context(intervene(model, {name: zero_all for name in head_outputs_below(model, layer)}))
+        stack.enter_context(intervene(model, {name: torch.zeros_like for name in head_outputs_below(model, layer)}))
         for module in smears_up_to(model, layer):
             handle = module.register_forward_hook(lambda _module, args, _output: args[0])
             stack.callback(handle.remove)
         yield
-
-
-def zero_all(tensor: Tensor) -> Tensor:
-    """Every head's output 0."""
-    return torch.zeros_like(tensor)
 
 
 def formed_heads(model: nn.Module, probe: Tensor, threshold: float) -> list[tuple[int, int, float, float]]:

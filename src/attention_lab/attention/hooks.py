@@ -76,10 +76,15 @@ class ActivationCache(dict):
     def layers(self, point: str, stack: str = "blocks") -> list[Tensor]:
         """The tensors of ``point`` in the blocks of ``stack`` (``blocks``, or ``encoder`` for an
         encoder-decoder's encoder), by layer."""
+        return list(self.by_layer(point, stack).values())
+
+    def by_layer(self, point: str, stack: str = "blocks") -> dict[int, Tensor]:
+        """Layer -> the tensor of ``point`` there, in layer order; a layer without the point is left out (its
+        number kept for the others)."""
         prefix, suffix = f"{stack}.", f".attention.hook_{point}"
         found = {int(name[len(prefix):-len(suffix)]): tensor for name, tensor in self.items()
                  if name.startswith(prefix) and name.endswith(suffix) and name[len(prefix):-len(suffix)].isdigit()}
-        return [found[layer] for layer in sorted(found)]
+        return dict(sorted(found.items()))
 
 
 @contextmanager
