@@ -7,6 +7,7 @@ docs/experiments.md says what carries over.)"""
 from __future__ import annotations
 
 import json
+import os
 
 import torch
 
@@ -42,6 +43,7 @@ def assert_identical_runs(run_dirs: list) -> None:
     for run_dir in run_dirs:
         info = json.loads((run_dir / "run_info.json").read_text())
         assert info["status"] == "ok" and info["wall_time_s"] > 0 and info["output_dir"] == str(run_dir)
+        assert 0 < info["cpu_time_s"] <= info["wall_time_s"] * (os.cpu_count() or 1)  # threads summed
     first, second = (torch.load(d / "checkpoints" / "last.ckpt", weights_only=True) for d in run_dirs)
     for entry in ("state_dict", "optimizer_states"):
         assert_bit_identical(first[entry], second[entry], entry)

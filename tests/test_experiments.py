@@ -22,7 +22,8 @@ PRESETS = {  # preset -> (the settings it sweeps, jobs)
                                "seed": ["0", "1", "2", "3", "4"]}, 25),
     "kv_heads": ({"kv_heads": ["4", "2", "1"], "seed": ["0", "1", "2", "3", "4"]}, 15),
     "mask_ablation": ({"mask": ["none", "causal"]}, 2),
-}  # experiment=zoology and experiment=mqar (48 and 320 jobs): tests/data/test_zoology.py and tests/data/test_mqar.py
+}  # experiment=zoology (48 jobs) and experiment=mqar (a ladder: 432 jobs in its first rung): tests/data/test_zoology.py
+# and tests/data/test_mqar.py
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -1,11 +1,10 @@
-"""Checks of a composed config that its types cannot express. Each failure is a ConfigError with one line
-naming the setting and what is allowed. Light: no torch import (see :mod:`attention_lab.run.preflight` for the
-checks that need the machine or the data). The one exception: an accelerator or strategy that the config names is
-checked against Lightning's own registries (:mod:`attention_lab.trainer_rules`).
+"""Checks of a composed config that its types cannot express, each failure a ConfigError of one line naming the
+setting and what is allowed. No torch import (:mod:`attention_lab.run.preflight` has the checks that need the
+machine or the data), except that an accelerator or strategy the config names is checked against Lightning's own
+registries (:mod:`attention_lab.trainer_rules`).
 
-The rules about the attention variant are the attention package's own (:mod:`attention_lab.attention.arguments`),
-applied to what the variant's class declares (read without torch: :mod:`attention_lab.attention.declared`); their
-errors' fields become the one line, under the names the user writes."""
+The variant's rules are the attention package's (:mod:`attention_lab.attention.arguments`), applied to what its
+class declares (read without torch: :mod:`attention_lab.attention.declared`), their errors' fields made the line."""
 
 from __future__ import annotations
 
@@ -48,6 +47,7 @@ from attention_lab.config import ALL_MASKS, Mask, Position, TaskConfig, block_he
 from attention_lab.data.corpus import tokenize
 from attention_lab.data.tasks import build_task
 from attention_lab.data.tasks.base import TASK_REGISTRY, check_ood_range, option_hint
+from attention_lab.data.train_size import check_train_size
 from attention_lab.errors import ConfigError
 from attention_lab.names import did_you_mean
 from attention_lab.trainer_rules import check_trainer_names
@@ -118,8 +118,7 @@ def layer_variants(cfg: DictConfig, variant: VariantFacts) -> list[tuple[str, Va
 
 
 def variant_error(err: AttentionArgumentError, variant: VariantFacts, setting: str = "", who: str = "") -> ConfigError:
-    """An attention rule's error as one line, under the setting's name as the user writes it (``who``: the
-    variant as the user chose it, ``model=<name>`` or a hybrid stack's ``mixers[<layer>]=<name>``)."""
+    """An attention rule's error as one line, under the setting's name as written (``who``: the variant as chosen)."""
     setting = setting or setting_name(err.argument)
     shown = "null" if err.value is None else str(err.value).lower() if isinstance(err.value, bool) else err.value
     reason = f" ({err.reason})" if err.reason else ""
@@ -192,12 +191,13 @@ def check_sizes(cfg: DictConfig) -> None:
     for key in ("heads", "d_model", "layers", "batch_size", "max_steps", "log_attention_every_n_steps"):
         positive(key, cfg.get(key))
     for key, value in (("model.context_length", model.context_length), ("task.min_len", task.min_len),
-                       ("task.max_len", task.max_len), ("task.train_size", task.train_size),
-                       ("task.val_size", task.val_size), ("block.mlp_ratio", model.block.mlp_ratio)):
+                       ("task.max_len", task.max_len), ("task.val_size", task.val_size),
+                       ("block.mlp_ratio", model.block.mlp_ratio)):
         positive(key, value)
     for key in ("num_heads", "d_model", "layers"):
         positive(f"model.{key}", model[key])
     positive("max_epochs", cfg.get("max_epochs"), optional=True)
+    check_train_size(task.train_size, cfg.get("max_epochs"))
     positive("threads", cfg.get("threads"), optional=True)
     if (cfg.get("num_predictions_logged") or 0) < 0:
         raise ConfigError(f"num_predictions_logged={cfg.num_predictions_logged} is invalid: it must be >= 0")

@@ -147,7 +147,7 @@ class TaskConfig:
     words: int | None = None  # the vocabulary's words: None = the corpus's; N = the corpus's, then w0, w1, ... to N
     min_len: int = 3
     max_len: int = 8
-    train_size: int = 4000
+    train_size: int | None = 4000  # None: max_steps × batch_size, new inputs every step (data/train_size.py)
     val_size: int = 500
     bos: bool = False  # prepend <bos> to every input (its target is ignored): a first token for heads to sink into
     ood_min_len: int | None = None  # a second validation set of longer inputs (ood/*): None = none

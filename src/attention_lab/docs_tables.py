@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from attention_lab.findings.race_table import race_table
 from attention_lab.findings.tables import findings_table
 from attention_lab.run.config_help import GROUPS, as_typed, knob_fields, search_path_options, user_groups
 
@@ -223,7 +224,7 @@ def tables(root: Path) -> dict[str, str]:
             "tasks": task_table(task), "head_scores": head_score_table(),
             "task_options": task_option_table(), "layout": layout_table(Path(__file__).resolve().parent),
             "validation_metrics": validation_metric_table(),
-            "analysis": analysis_table(), "findings": findings_table(root)}
+            "analysis": analysis_table(), "findings": findings_table(root), "race": race_table(root)}
 
 
 def rewritten(text: str, generated: dict[str, str]) -> str:

@@ -168,8 +168,8 @@ def train(cfg: DictConfig, context: RunContext) -> dict[str, Any]:
     datamodule = hydra.utils.instantiate(cfg.data)
     # The data first (a large task.train_size takes minutes to build): a signal meanwhile stops the run at once,
     # before the model and the trainer exist; there is nothing to save yet.
-    log.info("building the data: %d training and %d validation examples of task=%s", cfg.task.train_size,
-             cfg.task.val_size, cfg.task.name)
+    log.info("building the data: %d training and %d validation examples of task=%s", datamodule.task.train_size,
+             cfg.task.val_size, cfg.task.name)  # train_size resolved: null is max_steps x batch_size
     with stop.raising(lambda signum: TrainingInterrupted(signum, 0, None, detail="stopped while the data was built, "
                                                          "before the model existed; nothing was saved")):
         datamodule.setup("fit")  # Trainer.fit's own call reuses it

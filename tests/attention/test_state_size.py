@@ -52,7 +52,8 @@ def test_the_model_reports_its_layers_state(name, expected):
 
 def test_a_tiny_race_records_each_jobs_state_and_plots_against_it(tmp_path):
     sweep = tmp_path / "mqar"
-    run_train(sweep, "experiment=mqar", "model=multihead,linear", "d_model=16", "lr=0.01", "seed=0", "max_steps=3",
+    run_train(sweep, "experiment=mqar", "model=multihead,linear", "d_model=16", "lr=0.01", "seed=0",
+              "hydra.sweeper.rungs=[3]", "hydra.sweeper.keep=[null]",  # the ladder's one rung: 3 steps
               "task.train_size=192", "task.val_size=64", "callbacks.attention_maps.images=false",
               "~callbacks.head_score_maps", multirun=True)
     recorded = {}

@@ -15,7 +15,7 @@ from attention_lab.data.tasks import build_task
 from attention_lab.data.tasks.mqar import gap_weights
 from attention_lab.errors import ConfigError
 from attention_lab.run.overrides import hydra_compose_api
-from attention_lab.run.sweep_jobs import planned_jobs, sweep_arguments, sweep_job_configs
+from attention_lab.run.sweep_jobs import planned_jobs, sweep_arguments
 from conftest import CONFIG_DIR
 
 SENTENCES = read_sentences(None)
@@ -107,26 +107,35 @@ def test_an_input_that_cannot_be_built_is_one_line(changes, setting):
 
 def test_the_preset_races_every_mixer_at_every_width_and_learning_rate():
     mixers = ("multihead", "linear", "sigmoid", "conv", "retnet", "based", "mamba2", "gated_deltanet")
-    widths, rates, seeds = (16, 32, 64, 128, 256), (0.001, 0.003, 0.01, 0.03), (0, 1)
+    widths, seeds = (16, 32, 64), (0, 1, 2)
+    rates = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03)  # 1e-4 ... 3e-2, half a decade apart
     with hydra_compose_api(CONFIG_DIR):
         preset = compose("train", overrides=["experiment=mqar"], return_hydra_config=True)
+        full = compose("train", overrides=["experiment=mqar_full"], return_hydra_config=True)
         # Every mixer composes and passes the checks at the narrowest and the widest width (no rule reads the seed
-        # or the learning rate, and with one head every width between is as valid): 16 of the 320 jobs.
-        configs = sweep_job_configs(["experiment=mqar", "seed=0", "lr=0.01", "d_model=16,256"], "train", validate)
-    jobs = [dict(line.split("=") for line in job) for job in planned_jobs(sweep_arguments(preset, []))]  # as launched
+        # or the learning rate, and with one head every width between is as valid).
+        configs = [compose("train", overrides=["experiment=mqar", "seed=0", "lr=0.01", f"model={m}", f"d_model={d}"])
+                   for m in mixers for d in (16, 64)]
+    for config in configs:
+        validate(config)
+    jobs = [dict(line.split("=") for line in job) for job in planned_jobs(sweep_arguments(preset, []))]  # rung 0
     cells = len(mixers) * len(widths) * len(rates)
     assert len(jobs) == cells * len(seeds)
-    assert [job["seed"] for job in jobs[:cells]] == ["0"] * cells  # seed 0's every cell first
-    assert [job["d_model"] for job in jobs[-cells // len(widths):]] == ["256"] * (cells // len(widths))  # seed 1's widest last
     assert {(job["model"], int(job["d_model"]), float(job["lr"]), int(job["seed"])) for job in jobs} == {
         (m, d, lr, s) for m in mixers for d in widths for lr in rates for s in seeds}
-    assert {(c.model.name, c.d_model, c.lr, c.seed) for c in configs} == {(m, d, 0.01, 0) for m in mixers for d in (16, 256)}
-    for config in configs:  # one task, one budget, attention-only blocks (residual and norm, no MLP)
+    ladder = preset.hydra.sweeper
+    assert (ladder.search, list(ladder.rungs), list(ladder.keep)) == ("lr", [300, 1500, 6000], [None, 1, 1])
+    # the full protocol: the same race, wider, more seeds, a fourth rung
+    assert (full.hydra.sweeper.params.d_model, full.hydra.sweeper.params.seed) == ("16,32,64,128,256,512", "0,1,2,3,4")
+    assert full.hydra.sweeper.params.model == ladder.params.model and full.hydra.sweeper.params.lr == ladder.params.lr
+    assert list(full.hydra.sweeper.rungs) == [500, 2000, 6000, 20000]
+    assert {(c.model.name, c.d_model, c.lr, c.seed) for c in configs} == {(m, d, 0.01, 0) for m in mixers for d in (16, 64)}
+    for config in configs:  # one task, fresh inputs, attention-only blocks (residual and norm, no MLP)
         assert (config.task.name, config.task.words, config.task.options.pairs, config.task.max_len) == ("mqar", 64, 4, 32)
+        assert config.task.train_size is None  # max_steps x batch_size: every step new inputs
         assert (config.block.name, config.block.mlp, config.block.residual, config.block.layer_norm) == (
             "attention_only", False, True, True)
         assert (config.mask, config.heads, config.model.context_length) == ("causal", 1, 32)
-        assert config.max_steps == preset.max_steps
 
 
 def test_the_probe_is_vocabulary_words_the_pairs_then_the_queries():

@@ -10,29 +10,10 @@ import torch
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from attention_lab.config import TaskConfig, typed
-from attention_lab.data.corpus import BOS_ID, PAD_ID, Vocabulary, read_sentences
-from attention_lab.data.tasks import Pairs, build_task
-
-
-def to_tensors(pairs: Pairs, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad to (N, max_len) with PAD_ID; the loss ignores PAD targets."""
-    inputs = torch.full((len(pairs), max_len), PAD_ID, dtype=torch.long)
-    targets = torch.full((len(pairs), max_len), PAD_ID, dtype=torch.long)
-    for row, (src, tgt) in enumerate(pairs):
-        inputs[row, :len(src)] = torch.tensor(src)
-        targets[row, :len(tgt)] = torch.tensor(tgt)
-    return inputs, targets
-
-
-def with_bos(pairs: Pairs) -> Pairs:
-    """<bos> before every input, PAD (ignored by the loss) as its target: every other position keeps its target, so
-    each task's targets stay aligned with their inputs whatever they are (next word, copy, recall)."""
-    return [([BOS_ID, *src], [PAD_ID, *tgt]) for src, tgt in pairs]
-
-
-def sequence_length(task: TaskConfig, max_len: int) -> int:
-    """The tensors' length for inputs of up to ``max_len`` words: one more with task.bos."""
-    return max_len + int(task.bos)
+from attention_lab.data.corpus import Vocabulary, read_sentences
+from attention_lab.data.tasks import build_task
+from attention_lab.data.tensors import bos_first, padded
+from attention_lab.data.train_size import with_training_inputs
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -76,9 +57,12 @@ class SentenceTaskDataModule(L.LightningDataModule):
     """Reads the corpus and builds the vocabulary at construction (the model needs its size), the data in
     setup()."""
 
-    def __init__(self, task: TaskConfig | dict, *, batch_size: int = 64, seed: int = 0) -> None:
+    def __init__(self, task: TaskConfig | dict, *, batch_size: int = 64, seed: int = 0,
+                 max_steps: int | None = None) -> None:
+        """``max_steps``: the run's, which task.train_size=null reads (:mod:`attention_lab.data.train_size`)."""
         super().__init__()
-        self.task = task if isinstance(task, TaskConfig) else typed(TaskConfig, task)
+        typed_task = task if isinstance(task, TaskConfig) else typed(TaskConfig, task)
+        self.task = with_training_inputs(typed_task, max_steps, batch_size)
         self.batch_size, self.seed = batch_size, seed
         self.sentences = read_sentences(self.task.corpus)
         self.vocab = Vocabulary.for_task(self.sentences, self.task.words, bos=self.task.bos)
@@ -90,15 +74,16 @@ class SentenceTaskDataModule(L.LightningDataModule):
         if self.train_set is not None:
             return
         task = build_task(self.task.name)
-        train, val = task.pairs(self.vocab, self.sentences, self.task, random.Random(self.seed))
+        train, val = task.tensors(self.vocab, self.sentences, self.task, random.Random(self.seed))
         # Its own random stream: turning it on leaves the training and validation data as they were.
-        ood = task.ood_pairs(self.vocab, self.sentences, self.task, random.Random(f"{self.seed}/ood"))
+        ood_pairs = task.ood_pairs(self.vocab, self.sentences, self.task, random.Random(f"{self.seed}/ood"))
+        ood = padded(ood_pairs, self.task.ood_max_len) if ood_pairs else None
         if self.task.bos:
-            train, val, ood = with_bos(train), with_bos(val), with_bos(ood)
-        self.train_set = TensorDataset(*to_tensors(train, sequence_length(self.task, self.task.max_len)))
-        self.val_set = TensorDataset(*to_tensors(val, sequence_length(self.task, self.task.max_len)))
-        if ood:
-            self.ood_set = TensorDataset(*to_tensors(ood, sequence_length(self.task, self.task.ood_max_len)))
+            train, val = bos_first(train), bos_first(val)
+            ood = bos_first(ood) if ood is not None else None
+        self.train_set, self.val_set = TensorDataset(*train), TensorDataset(*val)
+        if ood is not None:
+            self.ood_set = TensorDataset(*ood)
 
     def train_dataloader(self) -> DataLoader:
         if self.trainer is not None and self.trainer.world_size > 1:  # Lightning's distributed sampler

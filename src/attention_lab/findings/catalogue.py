@@ -23,6 +23,9 @@ class Finding:
     seeds: tuple[int, ...]  # the seeds the docs' claims were measured on
     metrics: tuple[str, ...]  # recorded per job in docs/results/<name>.json
     claims: tuple[Claim, ...]
+    # settings swept only to pick each seed's best job (the race's lr and its ladder's max_steps): the claims read
+    # that job per seed (attention_lab.findings.best_of)
+    best_of: tuple[str, ...] = ()
 
     def command_lines(self, seeds: tuple[int, ...] | None = None) -> list[str]:
         """Each sweep as ``python scripts/train.py -m ...`` with its seeds."""
@@ -46,6 +49,10 @@ SINK_COMMON = ("task=induction", "mask=causal", "layers=2", "task.bos=true", "mo
                "max_steps=400", "~callbacks.early_stopping")
 MLA_COMMON = ("task=recall", "task.options.pairs=5", "task.options.queries=3", "heads=4", "position=rope",
               "mask=causal", "max_steps=1200")
+RACE_WIDTHS = (16, 32, 64)  # experiment=mqar's d_model
+# The race's cells: in how many of seeds 0-2 some rate solved each width within the ladder (0: none did)
+RACE_SOLVED = {"multihead": (1, 3, 3), "linear": (0, 0, 0), "sigmoid": (0, 0, 1), "conv": (0, 0, 0),
+               "retnet": (0, 2, 3), "based": (3, 3, 3), "mamba2": (3, 3, 3), "gated_deltanet": (2, 3, 3)}
 SINKS = {"multihead": {"model": "multihead", "model.options.sink": "none"}, "gated": {"model": "gated"},
          "sink=learned": {"model.options.sink": "learned"}, "sink=zero": {"model.options.sink": "zero"}}
 
@@ -118,11 +125,12 @@ FINDINGS: tuple[Finding, ...] = (
             (0, 1, 2), ("head_score/first_token/max", "val/seq_acc"),
             (Order("head_score/first_token/max", (("multihead", "gated"), ("sink=learned", "sink=zero")), 3, 3,
                    configurations=SINKS),)),
-    Finding("recall_race", "The recall race: state each mixer needs to recall (MQAR)",
-            "zoologys-recall-gap-why-attention-and-not-something-cheaper", (("experiment=mqar",),), (0, 1),
-            ("val/token_acc", "state_size"),
-            (Range("val/token_acc", 0.898, 0.956, (0, 1), {"model": "gated_deltanet", "d_model": "16", "lr": "0.01"}),
-             Range("val/token_acc", 0.248, 0.848, (0, 1), {"model": "mamba2", "d_model": "16", "lr": "0.01"}),
-             Range("val/token_acc", 0.459, 0.982, (0, 1), {"model": "retnet", "d_model": "32", "lr": "0.003"}),
-             Range("val/token_acc", 0.997, 1.0, (0, 1), {"model": "multihead", "d_model": "32", "lr": "0.01"}))),
+    Finding("recall_race", "The recall race: what each mixer needs to recall (MQAR), every rate and a ladder of steps",
+            "the-race-experimentmqar", (("experiment=mqar",),), (0, 1, 2),
+            ("val/token_acc", "val/seq_acc", "steps_to_solve", "state_size"),
+            (*(solved({"model": mixer, "d_model": str(width)}, k, 3) if k else
+               unsolved({"model": mixer, "d_model": str(width)}, 3, 3)
+               for mixer, ks in RACE_SOLVED.items() for width, k in zip(RACE_WIDTHS, ks, strict=True)),
+             Range("steps_to_solve", 200, 300, (0, 1, 2), {"model": "based"})),
+            best_of=("lr", "max_steps")),
 )

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from attention_lab.findings.best_of import best_per_seed
 from attention_lab.findings.catalogue import FINDINGS, Finding
 from attention_lab.findings.claims import Record, Verdict, shown_seeds
 from attention_lab.findings.errors import FindingError
@@ -51,7 +52,8 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 
 
 def evaluate(finding: Finding, records: Sequence[Record]) -> list[Verdict]:
-    return [claim.evaluate(records) for claim in finding.claims]
+    chosen = best_per_seed(records, finding.best_of) if finding.best_of else records
+    return [claim.evaluate(chosen) for claim in finding.claims]
 
 
 def listing(root: Path) -> list[str]:

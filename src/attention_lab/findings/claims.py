@@ -30,6 +30,7 @@ class Record:
     overrides: Mapping[str, str]
     metrics: Mapping[str, float | None]
     wall_time_s: float | None = None
+    cpu_time_s: float | None = None  # the job process's CPU time (run_info.json), where recorded
 
     @property
     def seed(self) -> str:

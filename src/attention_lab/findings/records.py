@@ -5,8 +5,8 @@ which bounds what it reads and names what it cannot read; each job becomes a
 
 A results file holds ``finding``, ``commands``, ``seeds``, ``source`` (where the numbers come from: a rerun on
 a date, or the docs' own per-seed table) and ``jobs``: per job its ``overrides`` (key -> value), its ``metrics``
-(the finding's, null where not recorded) and ``wall_time_s`` (what a job cost, for ``findings.py list``). It is
-read with the lab's bounded JSON reader, as any record.
+(the finding's, null where not recorded), ``wall_time_s`` (what a job cost, for ``findings.py list``) and, where
+run_info.json has it, ``cpu_time_s``. It is read with the lab's bounded JSON reader, as any record.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def sweep_records(finding: Finding, sweep_dirs: Sequence[Path]) -> tuple[list[Re
             known = {**job.metrics, "steps_to_solve": job.steps_to_solve, "params": job.params,
                      "state_size": job.state_size}
             metrics = {name: (None if known.get(name) is None else float(known[name])) for name in finding.metrics}
-            records.append(Record(override_map(job.overrides), metrics, job.wall_time_s))
+            records.append(Record(override_map(job.overrides), metrics, job.wall_time_s, job.cpu_time_s))
     return records, problems
 
 
@@ -59,7 +59,8 @@ def as_json(finding: Finding, records: Sequence[Record], source: str, seeds: Seq
         return value if value is None or math.isfinite(value) else None
 
     jobs = [{"overrides": dict(r.overrides), "metrics": {k: finite(v) for k, v in r.metrics.items()},
-             "wall_time_s": r.wall_time_s} for r in records]
+             "wall_time_s": r.wall_time_s, **({"cpu_time_s": r.cpu_time_s} if r.cpu_time_s is not None else {})}
+            for r in records]
     head = {"finding": finding.name, "commands": finding.command_lines(tuple(seeds)), "seeds": list(seeds),
             "source": source}
     # One job a line: a reviewer reads a diff of the numbers seed by seed.
@@ -89,14 +90,18 @@ def read_results(root: Path, finding: Finding) -> tuple[list[Record], dict] | No
         raise FindingError(f"{path}:", "jobs", "a list of objects with overrides, metrics and wall_time_s")
     records = []
     for job in jobs:
-        overrides, metrics, wall = job.get("overrides"), job.get("metrics"), job.get("wall_time_s")
+        overrides, metrics, wall, cpu = (job.get(k) for k in ("overrides", "metrics", "wall_time_s", "cpu_time_s"))
         if not isinstance(overrides, dict) or not isinstance(metrics, dict) or not all(
                 v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in metrics.values()):
             raise FindingError(f"{path}:", "a job", "overrides (an object) and metrics (numbers or null)")
         records.append(Record({str(k): str(v) for k, v in overrides.items()},
                               {str(k): (None if v is None else float(v)) for k, v in metrics.items()},
-                              float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else None))
+                              seconds(wall), seconds(cpu)))
     return records, data
+
+
+def seconds(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def seconds_per_job(records: Sequence[Record]) -> float | None:

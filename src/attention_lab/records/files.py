@@ -21,6 +21,7 @@ METRICS = "metrics.json"  # final metrics only: byte-identical for the same conf
 SUMMARY = "sweep_summary.json"
 SUMMARY_CSV = "sweep_summary.csv"
 FOLDS = "sweep_folds.json"  # a product sweep's combinations folded into an earlier job that trains the same run
+LADDER = "ladder.json"  # a budget ladder's settings and each cell's jobs by rung (hydra/sweeper=ladder)
 REFUSED = "refused_jobs.json"  # jobs of a resumed sweep whose dir holds another run: {job number: row}
 MULTIRUN_RECORD = "multirun.yaml"  # Hydra's record of a sweep's config and command line
 CHECKPOINTS = "checkpoints"
@@ -39,7 +40,7 @@ SAVED_CONFIG = Path(".hydra") / "config.yaml"
 # resume grow with the file. JSON parses fast; metrics.json grows with the model's heads and sweep_summary.json
 # with the sweep's jobs, so the other records get more room.
 RECORD_LIMITS = {SAVED_OVERRIDES.name: 64 << 10, MULTIRUN_RECORD: 1 << 20, SAVED_CONFIG.name: 1 << 20, RUN_INFO: 1 << 20}
-RESULTS_LIMIT = 64 << 20  # any other record: metrics.json, sweep_summary.json, sweep_folds.json, refused_jobs.json
+RESULTS_LIMIT = 64 << 20  # any other record: metrics.json, sweep_summary.json, sweep_folds.json, ladder.json, ...
 # Deeper than any record the lab writes (about 6 levels), and shallower than Python's recursion limit, which any
 # reader of a deeper one (json.dumps, OmegaConf) would hit.
 MAX_RECORD_DEPTH = 100

@@ -52,6 +52,7 @@ class RunInfo:
     attempts: int | None = None
     wall_time_s: float | None = None
     previous_wall_time_s: float | None = None
+    cpu_time_s: float | None = None  # the job process's CPU time (its threads summed), over every attempt
     pid: int | None = None
     host: str | None = None
     output_dir: str | None = None
@@ -105,7 +106,7 @@ class RunInfo:
 # Each field's JSON types (null is always allowed).
 TYPES: dict[str, tuple[type, ...]] = {
     "error": (str,), "job": (int,), "overrides": (list,), "attempts": (int,), "wall_time_s": (int, float),
-    "previous_wall_time_s": (int, float), "pid": (int,), "host": (str,), "output_dir": (str,),
+    "previous_wall_time_s": (int, float), "cpu_time_s": (int, float), "pid": (int,), "host": (str,), "output_dir": (str,),
     "started_at": (str,), "finished_at": (str,),
 }
 

@@ -67,6 +67,7 @@ class Job:
     state_size: int | None = None  # metrics.json's: the recurrent state of a layer, in numbers
     steps: int | None = None
     wall_time_s: float | None = None  # for running jobs: time since the job started
+    cpu_time_s: float | None = None  # run_info.json's: the job process's CPU time (a finished job's)
     error: str = ""
     optimized_metric: str | None = None
     configuration: str = ""  # the overrides that differ between jobs
@@ -280,6 +281,7 @@ def read_job(sweep_dir: Path, job_dir: Path, summary: dict[str, dict], unreadabl
             job.steps_to_solve = amount(metrics, "steps_to_solve", metrics_path, unreadable, whole=True)
         status = status or "ok"
     job.wall_time_s = info.wall_time_s if info.wall_time_s is not None else entry.get("wall_time_s")
+    job.cpu_time_s = info.cpu_time_s
     job.error = last_line(entry.get("error") or info.error)
     if status == RunStatus.RUNNING.value and not metrics and info.ended_without_result():
         status = RunStatus.FAILED.value

@@ -43,6 +43,10 @@ def resume_value(argv: Sequence[str]) -> str | None:
 # The sweepers whose jobs are the product of the sweep's values, by their option name in hydra/sweeper: the lab's
 # (src/hydra_plugins/attention_lab_sweeper, the default) and Hydra's own.
 PRODUCT_SWEEPER, BASIC_SWEEPER = "product", "basic"
+LADDER_SWEEPER = "ladder"  # the lab's budget ladder: a product, run in rungs of growing max_steps
+# The lab's sweepers, which check their own jobs in the compositions of their plan and then claim the sweep dir
+# (the preflight and dir-claiming callbacks leave a sweep of theirs to them).
+SELF_CHECKING_SWEEPERS = (PRODUCT_SWEEPER, LADDER_SWEEPER)
 
 
 def sweeper_of(cfg: DictConfig) -> str | None:

@@ -60,7 +60,13 @@ from attention_lab.errors import ConfigError
 from attention_lab.run.built_arguments import check_built_arguments, touches_built
 from attention_lab.run.cli import full_error_requested
 from attention_lab.run.describe import describe
-from attention_lab.run.overrides import PRODUCT_SWEEPER, is_sweep_dir, override_key, overrides_as_typed, sweeper_of
+from attention_lab.run.overrides import (
+    SELF_CHECKING_SWEEPERS,
+    is_sweep_dir,
+    override_key,
+    overrides_as_typed,
+    sweeper_of,
+)
 from attention_lab.trainer_rules import check_devices
 
 if TYPE_CHECKING:
@@ -85,9 +91,11 @@ def check_machine_and_data(cfg: DictConfig) -> str:
     from attention_lab.config import ModelConfig, TaskConfig, typed
     from attention_lab.data.corpus import Vocabulary, read_sentences
     from attention_lab.data.tasks import build_task
+    from attention_lab.data.train_size import with_training_inputs
     from attention_lab.model import block_attention
 
-    task = typed(TaskConfig, cfg.task)
+    # train_size=null resolved as the datamodule resolves it: the tasks' checks and the memory bound read the number.
+    task = with_training_inputs(typed(TaskConfig, cfg.task), cfg.get("max_steps"), int(cfg.batch_size))
     sentences = read_sentences(task.corpus)
     vocab, builder = Vocabulary.for_task(sentences, task.words, bos=task.bos), build_task(task.name)
     builder.check(vocab, sentences, task)
@@ -224,7 +232,7 @@ class PreflightChecks(Callback):
         refuse(lambda: check_single_run(config), command_overrides(config))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if sweeper_of(config) == PRODUCT_SWEEPER:
+        if sweeper_of(config) in SELF_CHECKING_SWEEPERS:
             return  # it checks its jobs in the compositions of its plan (check_product_sweep), then claims its dir
         refuse(lambda: check_sweep(config, str(config.hydra.job.config_name)), command_overrides(config))
 

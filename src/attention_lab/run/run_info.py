@@ -36,7 +36,7 @@ from attention_lab.records.files import (
     write_text,
 )
 from attention_lab.records.run_record import RunInfo, RunStatus, now
-from attention_lab.run.overrides import PRODUCT_SWEEPER, sweeper_of
+from attention_lab.run.overrides import SELF_CHECKING_SWEEPERS, sweeper_of
 
 # A sweep dir's id (kept in the dir, so that a sweep dir moved or copied as a whole still owns its Optuna study) and
 # the user attribute of the study that carries it.
@@ -172,6 +172,9 @@ class RunInfoWriter:
         self.path, self.enabled = run_dir / RUN_INFO, enabled
         self.info: RunInfo | None = None  # once the run has begun
         self.started = time.perf_counter()
+        # CPU time beside wall time: what a job costs whatever else shares the machine (a sweep's CPU cost).
+        self.started_cpu = time.process_time()
+        self.previous_cpu = 0.0
 
     def begin(self, *, job: int | None, overrides: list[str], resume: bool) -> None:
         previous = (RunInfo.read(self.path) if resume else None) or RunInfo()
@@ -179,6 +182,7 @@ class RunInfoWriter:
             status=RunStatus.RUNNING, job=job if job is not None else previous.job, overrides=overrides,
             output_dir=str(self.path.parent), pid=os.getpid(), host=socket.gethostname(), started_at=now(),
             attempts=(previous.attempts or 0) + 1, previous_wall_time_s=float(previous.wall_time_s or 0.0))
+        self.previous_cpu = float(previous.cpu_time_s or 0.0)
         if self.enabled:
             self.info.write(self.path)
 
@@ -187,6 +191,7 @@ class RunInfoWriter:
         elapsed = time.perf_counter() - self.started
         self.info.status, self.info.error, self.info.finished_at = status, error, now()
         self.info.wall_time_s = round((self.info.previous_wall_time_s or 0.0) + elapsed, 2)
+        self.info.cpu_time_s = round(self.previous_cpu + time.process_time() - self.started_cpu, 2)
         if self.enabled:
             self.info.write(self.path)
 
@@ -233,7 +238,7 @@ class RunDirGuard(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweeper = sweeper_of(config)
-        sweep_dir = claim_new_sweep(config) if sweeper != PRODUCT_SWEEPER else None
+        sweep_dir = claim_new_sweep(config) if sweeper not in SELF_CHECKING_SWEEPERS else None
         if sweep_dir is None:
             return
         # Hydra's record of the sweep's command line, which resume=<sweep dir> reads. BasicSweeper writes the same

@@ -63,6 +63,10 @@ from attention_lab.run.resume import (
 # Settings of the sweep's own hydra overrides that a resume restores: where its jobs run, how many trials.
 RESTORED_HYDRA = ("hydra/launcher", "hydra.launcher.n_jobs", "hydra.sweeper.n_trials")
 ADDED_ON_RESUME = (*FURTHER_TRAINING, *RESTORED_HYDRA)  # what a resume of a sweep may add
+# The sweeper a sweep was started with, and a budget ladder's settings (hydra/sweeper=ladder): restored as they
+# were, never changed (they decide which jobs the sweep has, under which numbers).
+KEPT_HYDRA = ("hydra/sweeper", "hydra.sweeper.search", "hydra.sweeper.rungs", "hydra.sweeper.keep",
+              "hydra.sweeper.max_batch_size")
 REPLACED = ("resume", "hydra.sweep.dir", "hydra.mode")  # set by the resume itself (hydra.mode: by -m)
 # Free space a resume needs besides a copy of multirun.yaml: Hydra's rewrite of it, the summaries, the records.
 RECORD_HEADROOM = 1 << 20
@@ -88,10 +92,11 @@ def read_record(sweep_dir: Path, setting: str) -> tuple[list[str], list[str]]:
             raise ConfigError(f"{setting} is invalid: {path} sets '{line}' among the jobs' overrides, which no "
                               "sweep records; the sweep dir was changed by hand and is not resumed")
     for line in hydra:
-        if keys[line] not in (*RESTORED_HYDRA, *REPLACED):
+        if keys[line] not in (*RESTORED_HYDRA, *KEPT_HYDRA, *REPLACED):
+            restored = ", ".join((*RESTORED_HYDRA, *KEPT_HYDRA))
             raise ConfigError(f"{setting} is invalid: the sweep was started with '{line}', which a resume does not "
-                              f"restore (it restores only {', '.join(RESTORED_HYDRA)}); resume its jobs one at a "
-                              "time instead: resume=<sweep dir>/<job number>")
+                              f"restore (it restores only {restored}); resume its jobs one at a time instead: "
+                              "resume=<sweep dir>/<job number>")
     kept = [line for line in task if keys[line] not in REPLACED]
     return kept, [line for line in hydra if keys[line] not in REPLACED]
 

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.plugins import Plugins
@@ -25,6 +26,9 @@ from hydra.plugins.launcher import Launcher
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    from attention_lab.run.sweep_jobs import SweepPlan
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,21 @@ class ProductSweeperConf:
 
 ConfigStore.instance().store(group="hydra/sweeper", name="product", node=ProductSweeperConf,
                              provider="attention_lab")
+
+
+def started(config: DictConfig, plan: "SweepPlan") -> Path:
+    """Once a sweep's jobs passed their checks: its dir claimed (a resumed sweep's is its own), Hydra's record of it
+    saved, its folds recorded and said, one line each. Returns the sweep dir. (The ladder sweeper's start too.)"""
+    from attention_lab.records.files import FOLDS, MULTIRUN_RECORD, write_json
+    from attention_lab.run.run_info import claim_new_sweep
+
+    claim_new_sweep(config)
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    OmegaConf.save(config, sweep_dir / MULTIRUN_RECORD)
+    write_json(sweep_dir / FOLDS, {"folds": [fold.as_json() for fold in plan.folds]})
+    for fold in plan.folds:
+        log.info(fold.line())
+    return sweep_dir
 
 
 class ProductSweeper(Sweeper):
@@ -55,9 +74,7 @@ class ProductSweeper(Sweeper):
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
-        from attention_lab.records.files import FOLDS, MULTIRUN_RECORD, write_json
         from attention_lab.run.preflight import check_product_sweep, command_overrides, refuse
-        from attention_lab.run.run_info import claim_new_sweep
         from attention_lab.run.sweep_jobs import params_arguments, planned_jobs
 
         assert self.hydra_context is not None and self.config is not None and self.launcher is not None
@@ -65,12 +82,7 @@ class ProductSweeper(Sweeper):
         product = planned_jobs(params_arguments(self.params) + list(arguments))
         plan = refuse(lambda: check_product_sweep(config, product, lambda job: loader.load_sweep_config(config, job)),
                       command_overrides(config))
-        claim_new_sweep(config)
-        sweep_dir = Path(str(config.hydra.sweep.dir))  # claimed now, or the resumed sweep's own
-        OmegaConf.save(config, sweep_dir / MULTIRUN_RECORD)
-        write_json(sweep_dir / FOLDS, {"folds": [fold.as_json() for fold in plan.folds]})
-        for fold in plan.folds:
-            log.info(fold.line())
+        started(config, plan)
         size = self.max_batch_size if self.max_batch_size and self.max_batch_size > 0 else max(len(plan.jobs), 1)
         returns: list[Sequence[JobReturn]] = []
         for start in range(0, len(plan.jobs), size):

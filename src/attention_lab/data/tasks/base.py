@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
@@ -24,6 +24,9 @@ from attention_lab.data.corpus import PAD_ID, Vocabulary, tokenize
 from attention_lab.errors import ConfigError
 from attention_lab.lazy_registry import LazyRegistry
 from attention_lab.names import did_you_mean
+
+if TYPE_CHECKING:
+    from attention_lab.data.tensors import Examples
 
 Pairs = list[tuple[list[int], list[int]]]
 # Every task's name, read from the package's sources; a task's module is imported when its class is first used.
@@ -110,6 +113,16 @@ class Task:
     def pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
               rng: random.Random) -> tuple[Pairs, Pairs]:
         raise NotImplementedError
+
+    def tensors(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
+                rng: random.Random) -> tuple[Examples, Examples]:
+        """(training, validation) examples as the datamodule holds them: (inputs, targets) int64 tensors of
+        task.max_len positions, <pad>-padded. By default :meth:`pairs`, padded; a task that draws its inputs as
+        tensors overrides this and skips the lists (mqar: hundreds of thousands of inputs per run)."""
+        from attention_lab.data.tensors import padded  # torch: only when data is built, never for the checks
+
+        train, val = self.pairs(vocab, sentences, config, rng)
+        return padded(train, config.max_len), padded(val, config.max_len)
 
     def probe(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> list[str]:
         """The words whose attention the run shows (``probe=null``): an input that shows the task's mechanism,

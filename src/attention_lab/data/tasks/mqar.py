@@ -10,14 +10,20 @@ mask=causal, where they are a token like any other.)"""
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from attention_lab.config import TaskConfig
 from attention_lab.data.corpus import PAD_ID, Vocabulary
-from attention_lab.data.tasks.base import Pairs, Task, distinct_examples, option, register_task, values_passed_on
+from attention_lab.data.tasks.base import Pairs, Task, option, register_task, values_passed_on
 from attention_lab.errors import ConfigError
+
+if TYPE_CHECKING:
+    from attention_lab.data.mqar_draws import MqarShape
+    from attention_lab.data.tensors import Examples
 
 
 def gap_weights(slots: int, power_a: float) -> list[float]:
@@ -25,17 +31,6 @@ def gap_weights(slots: int, power_a: float) -> list[float]:
     weights = [(g + 1) ** (power_a - 1) for g in range(slots)]
     total = sum(weights)
     return [w / total for w in weights]
-
-
-def draw_slots(weights: list[float], count: int, rng: random.Random) -> list[int]:
-    """``count`` distinct slots, each drawn with ``weights`` among those not yet taken (numpy's choice without
-    replacement, as Zoology's generator uses)."""
-    free, chosen = list(range(len(weights))), []
-    for _ in range(count):
-        slot = rng.choices(free, weights=[weights[g] for g in free])[0]
-        free.remove(slot)
-        chosen.append(slot)
-    return chosen
 
 
 @register_task("mqar")
@@ -82,20 +77,26 @@ class MqarTask(Task):
             raise ConfigError(f"task.options.pairs={pairs} is invalid for task=mqar: keys and values are distinct "
                               f"words from two halves of the vocabulary's {len(vocab.words)} words; raise task.words "
                               f"to at least {2 * pairs} or lower task.options.pairs")
+        key_half, value_half = self.halves(list(vocab.words))
+        available = (math.perm(len(key_half), pairs) * math.perm(len(value_half), pairs)
+                     * math.perm(self.slots(config, options), pairs))
+        if available < config.val_size + (1 if config.train_size else 0):
+            raise ConfigError(
+                f"task.val_size={config.val_size} is invalid for task=mqar: its words, pairs and slots make only "
+                f"{available} distinct inputs, the validation inputs are distinct and no training input may be one of "
+                "them; lower task.val_size or raise task.words or task.max_len")
 
     @classmethod
-    def example(cls, word_ids: list[int], config: TaskConfig, options: MqarTask.Options,
-                rng: random.Random) -> tuple[list[int], list[int]]:
-        key_half, value_half = cls.halves(word_ids)
-        keys, values = rng.sample(key_half, options.pairs), rng.sample(value_half, options.pairs)
-        context = 2 * options.pairs
-        inputs = [word for pair in zip(keys, values, strict=True) for word in pair]
-        inputs += [PAD_ID] * (config.max_len - context)  # between the queries: <pad> (Figure 2's zeros)
-        targets = [PAD_ID] * config.max_len
-        slots = draw_slots(gap_weights(cls.slots(config, options), options.power_a), options.pairs, rng)
-        for key, value, slot in zip(keys, values, slots, strict=True):
-            inputs[context + 2 * slot], targets[context + 2 * slot] = key, value
-        return inputs, targets
+    def shape(cls, vocab: Vocabulary, config: TaskConfig) -> MqarShape:
+        """What the generator (:mod:`attention_lab.data.mqar_draws`, torch) needs to draw the task's inputs."""
+        import torch
+
+        from attention_lab.data.mqar_draws import MqarShape
+
+        options = cls.options_of(config)
+        key_half, value_half = cls.halves([vocab.stoi[w] for w in vocab.words])
+        weights = torch.tensor(gap_weights(cls.slots(config, options), options.power_a), dtype=torch.float64)
+        return MqarShape(torch.tensor(key_half), torch.tensor(value_half), options.pairs, config.max_len, weights)
 
     def corrupted(self, inputs: list[int], targets: list[int]) -> tuple[list[int], list[int]]:
         """As recall's: the values passed on one pair (key i gets the value of key i + 1, the last key the first's),
@@ -106,14 +107,28 @@ class MqarTask(Task):
     def probe(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig) -> list[str]:
         """One input as training draws them (a fixed seed), in words: the pairs, then the queries in the order
         drawn, without the <pad> between them (a probe is words)."""
-        word_ids = [vocab.stoi[w] for w in vocab.words]
-        inputs, _ = self.example(word_ids, config, self.options_of(config), random.Random(0))
-        return [vocab.itos[i] for i in inputs if i != PAD_ID]
+        from attention_lab.data.mqar_draws import draw, seeded
+
+        self.check(vocab, sentences, config)
+        inputs, _ = draw(self.shape(vocab, config), 1, seeded(0))
+        return [vocab.itos[i] for i in inputs[0].tolist() if i != PAD_ID]
+
+    def tensors(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
+                rng: random.Random) -> tuple[Examples, Examples]:
+        """Drawn as tensors, all at once (:mod:`attention_lab.data.mqar_draws`): a run of fresh inputs at every step
+        has hundreds of thousands."""
+        from attention_lab.data.mqar_draws import draw_sets
+
+        self.check(vocab, sentences, config)
+        return draw_sets(self.shape(vocab, config), config.train_size, config.val_size, rng)
 
     def pairs(self, vocab: Vocabulary, sentences: Sequence[str], config: TaskConfig,
               rng: random.Random) -> tuple[Pairs, Pairs]:
-        self.check(vocab, sentences, config)
-        word_ids, options = [vocab.stoi[w] for w in vocab.words], self.options_of(config)
-        examples = distinct_examples(lambda: self.example(word_ids, config, options, rng),
-                                     config.train_size + config.val_size)
-        return examples[config.val_size:], examples[:config.val_size]
+        """:meth:`tensors` as lists (the longer validation set, and tests, read them so)."""
+        train, val = self.tensors(vocab, sentences, config, rng)
+        return as_pairs(train), as_pairs(val)
+
+
+def as_pairs(examples: Examples) -> Pairs:
+    inputs, targets = examples
+    return list(zip(inputs.tolist(), targets.tolist(), strict=True))
