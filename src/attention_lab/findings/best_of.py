@@ -40,8 +40,3 @@ def best_per_seed(records: Sequence[Record], searched: Sequence[str]) -> list[Re
         if key not in best or rank(record) < rank(best[key]):
             best[key] = record
     return list(best.values())
-
-
-def jobs_of_cell(records: Sequence[Record], where: dict[str, str]) -> list[Record]:
-    """Every job of a cell (all seeds, values and rungs): what the cell cost."""
-    return [r for r in records if all(r.overrides.get(k) == v for k, v in where.items())]

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from attention_lab.findings.best_of import ACCURACY, SOLVE, best_per_seed, jobs_of_cell
+from attention_lab.findings.best_of import ACCURACY, SOLVE, best_per_seed
 from attention_lab.findings.catalogue import FINDINGS, Finding
-from attention_lab.findings.claims import Record
+from attention_lab.findings.claims import Record, matches
 from attention_lab.findings.records import read_results, results_path
 
 RACE = "recall_race"
@@ -70,9 +70,9 @@ def race_cells(records: Sequence[Record], searched: Sequence[str]) -> list[Cell]
     for mixer in mixers:
         for width in widths:
             where = {MIXER: mixer, WIDTH: str(width)}
-            jobs = jobs_of_cell(records, where)
+            jobs = tuple(r for r in records if matches(r, where))  # every seed, rate and rung: what the cell cost
             if jobs:
-                cells.append(Cell(mixer, width, tuple(jobs_of_cell(best, where)), tuple(jobs)))
+                cells.append(Cell(mixer, width, tuple(r for r in best if matches(r, where)), jobs))
     return cells
 
 
