@@ -124,7 +124,10 @@ def test_the_preset_races_every_mixer_at_every_width_and_learning_rate():
     assert {(job["model"], int(job["d_model"]), float(job["lr"]), int(job["seed"])) for job in jobs} == {
         (m, d, lr, s) for m in mixers for d in widths for lr in rates for s in seeds}
     ladder = preset.hydra.sweeper
-    assert (ladder.search, list(ladder.rungs), list(ladder.keep)) == ("lr", [300, 1500, 6000], [None, 1, 1])
+    assert (ladder.search, list(ladder.rungs), list(ladder.keep)) == ("lr", [300, 1500, 6000], [None, 2, 1])
+    # rates ranked by the loss, which separates rates still at chance accuracy
+    assert (preset.optimized_metric, ladder.direction, full.hydra.sweeper.direction) == ("val/loss", "minimize",
+                                                                                        "minimize")
     # the full protocol: the same race, wider, more seeds, a fourth rung
     assert (full.hydra.sweeper.params.d_model, full.hydra.sweeper.params.seed) == ("16,32,64,128,256,512", "0,1,2,3,4")
     assert full.hydra.sweeper.params.model == ladder.params.model and full.hydra.sweeper.params.lr == ladder.params.lr

@@ -5,8 +5,9 @@ reads each job's metrics.json and asks :func:`next_rung` for the next rung.
 The sweep's product is split into CELLS, one per combination of the keys other than ``search`` (``lr``), each
 with the search values in the order the sweep lists them. Rung 0 runs the whole product with ``max_steps =
 rungs[0]``. After rung r a cell is solved once any of its jobs solved (``steps_to_solve`` not null) and takes no
-more jobs; an unsolved cell runs its ``keep[r+1]`` best search values of rung r (by the optimized metric, higher
-is better; a missing or NaN metric ranks last; ties go to the value listed first) at ``max_steps = rungs[r+1]``.
+more jobs; an unsolved cell runs its ``keep[r+1]`` best search values of rung r (by the optimized metric in the
+sweep's ``direction``; a missing or NaN metric ranks last; ties go to the value listed first) at ``max_steps =
+rungs[r+1]``.
 Each is a fresh run from step 0, not the rung before continued: every job is then a complete run of its budget
 (its metrics, its steps_to_solve, its learning-rate schedule all describe one run, and a resume finds each job
 whole in its own dir). The ladder's ratio bounds the repeated work: a value that climbs every rung trains again
@@ -23,6 +24,7 @@ from attention_lab.errors import ConfigError
 from attention_lab.run.overrides import override_key
 
 BUDGET = "max_steps"  # the setting the ladder sets per rung
+DIRECTIONS = ("maximize", "minimize")  # as Optuna's sweeper spells them
 
 
 @dataclass
@@ -60,10 +62,13 @@ class Cell:
         return {"overrides": shown, "solved": self.solved, "jobs": [job.as_json() for job in self.jobs]}
 
 
-def check_ladder(search: str | None, rungs: Any, keep: Any,
+def check_ladder(search: str | None, rungs: Any, keep: Any, direction: Any,
                  product: list[list[str]]) -> tuple[str, list[int], list[int | None]]:
     """The ladder's settings, checked before anything runs (ConfigError, one line each) against the sweep's
     ``product``. Returns search, rungs and keep."""
+    if direction not in DIRECTIONS:
+        raise ConfigError(f"hydra.sweeper.direction={direction} is invalid: it must be one of "
+                          f"{', '.join(DIRECTIONS)}, the way the optimized metric ranks a cell's search values")
     swept = list(dict.fromkeys(override_key(o) for job in product for o in job))
     if not search or search not in swept:
         raise ConfigError(f"hydra.sweeper.search={search} is invalid: it must be one of the sweep's params "
@@ -117,15 +122,16 @@ def first_rung(cells: list[Cell], search: str, rungs: list[int]) -> list[LadderJ
     return jobs
 
 
-def ranking_key(job: LadderJob, values: list[str]) -> tuple[bool, float, int]:
+def ranking_key(job: LadderJob, values: list[str], direction: str) -> tuple[bool, float, int]:
     missing = job.metric is None or math.isnan(job.metric)
-    return missing, 0.0 if missing else -float(job.metric), values.index(job.value)
+    sign = -1.0 if direction == "maximize" else 1.0
+    return missing, 0.0 if missing else sign * float(job.metric), values.index(job.value)
 
 
 def next_rung(cells: list[Cell], search: str, rungs: list[int], keep: list[int | None], rung: int,
-              first_num: int) -> list[LadderJob]:
+              first_num: int, direction: str) -> list[LadderJob]:
     """Rung ``rung`` + 1's jobs (none after the last rung), numbered from ``first_num``, added to their cells:
-    each unsolved cell's ``keep[rung + 1]`` best values of rung ``rung``."""
+    each unsolved cell's ``keep[rung + 1]`` best values of rung ``rung`` (best in ``direction``)."""
     if rung + 1 >= len(rungs):
         return []
     jobs: list[LadderJob] = []
@@ -133,7 +139,8 @@ def next_rung(cells: list[Cell], search: str, rungs: list[int], keep: list[int |
     for cell in cells:
         if cell.solved:
             continue
-        ran = sorted((job for job in cell.jobs if job.rung == rung), key=lambda job: ranking_key(job, cell.values))
+        ran = sorted((job for job in cell.jobs if job.rung == rung),
+                     key=lambda job: ranking_key(job, cell.values, direction))
         for job in ran[:kept]:
             jobs.append(LadderJob(first_num + len(jobs), rung + 1, job.value, budget,
                                   job_overrides(cell, search, job.value, budget)))
@@ -142,7 +149,7 @@ def next_rung(cells: list[Cell], search: str, rungs: list[int], keep: list[int |
 
 
 def ladder_record(search: str, rungs: list[int], keep: list[int | None], cells: list[Cell],
-                  rungs_done: int, metric_name: str) -> dict[str, Any]:
+                  rungs_done: int, metric_name: str, direction: str) -> dict[str, Any]:
     """ladder.json: the settings and each cell's jobs so far (rewritten after every rung)."""
-    return {"search": search, "rungs": rungs, "keep": keep, "optimized_metric": metric_name,
+    return {"search": search, "rungs": rungs, "keep": keep, "optimized_metric": metric_name, "direction": direction,
             "rungs_done": rungs_done, "cells": [cell.as_json() for cell in cells]}

@@ -66,7 +66,7 @@ ADDED_ON_RESUME = (*FURTHER_TRAINING, *RESTORED_HYDRA)  # what a resume of a swe
 # The sweeper a sweep was started with, and a budget ladder's settings (hydra/sweeper=ladder): restored as they
 # were, never changed (they decide which jobs the sweep has, under which numbers).
 KEPT_HYDRA = ("hydra/sweeper", "hydra.sweeper.search", "hydra.sweeper.rungs", "hydra.sweeper.keep",
-              "hydra.sweeper.max_batch_size")
+              "hydra.sweeper.direction", "hydra.sweeper.max_batch_size")
 REPLACED = ("resume", "hydra.sweep.dir", "hydra.mode")  # set by the resume itself (hydra.mode: by -m)
 # Free space a resume needs besides a copy of multirun.yaml: Hydra's rewrite of it, the summaries, the records.
 RECORD_HEADROOM = 1 << 20

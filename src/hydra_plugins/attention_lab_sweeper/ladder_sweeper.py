@@ -4,7 +4,7 @@ only for the cells that no search value has solved yet.
 ``params`` is a product as with ``hydra/sweeper=product``; ``search`` names one of its keys (``lr``), and a cell is
 one combination of the others. Rung 0 runs the whole product at ``max_steps=rungs[0]``; each later rung runs, for
 each cell none of whose jobs solved (metrics.json's ``steps_to_solve`` not null), its ``keep[r]`` best search
-values of the rung before, from scratch at ``max_steps=rungs[r]`` (the plan, and why from scratch:
+values of the rung before (by the run's ``optimized_metric`` in ``direction``), from scratch at ``max_steps=rungs[r]`` (the plan, and why from scratch:
 :mod:`attention_lab.run.ladder`). Before anything runs, the settings are checked and every job of rung 0 is
 composed and checked as the product sweeper checks its jobs (``check_product_sweep``: combinations that train the
 same run fold into one), and the first job of each later rung at its budget. Jobs are numbered across rungs
@@ -39,6 +39,7 @@ class LadderSweeperConf:
     search: str | None = None  # the key whose values each rung ranks, per cell (lr)
     rungs: list[int] = field(default_factory=list)  # max_steps of each rung, increasing: [500, 2000, 6000]
     keep: list[Any] | None = None  # per rung, how many of a cell's search values run in it (null: all)
+    direction: str = "maximize"  # how optimized_metric ranks a cell's values: maximize | minimize (as Optuna's)
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="ladder", node=LadderSweeperConf, provider="attention_lab")
@@ -48,9 +49,11 @@ class LadderSweeper(ProductSweeper):
     """The product sweeper's set-up, its jobs launched rung by rung."""
 
     def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None,
-                 search: str | None = None, rungs: Sequence[int] = (), keep: Sequence[Any] | None = None) -> None:
+                 search: str | None = None, rungs: Sequence[int] = (), keep: Sequence[Any] | None = None,
+                 direction: str = LadderSweeperConf.direction) -> None:
         super().__init__(max_batch_size, params)
         self.search, self.rungs, self.keep = search, list(rungs or []), None if keep is None else list(keep)
+        self.direction = direction
 
     def sweep(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
         from attention_lab.records.files import LADDER, write_json
@@ -63,7 +66,8 @@ class LadderSweeper(ProductSweeper):
         config, loader = self.config, self.hydra_context.config_loader
         product = planned_jobs(params_arguments(self.params) + list(arguments))
         typed = command_overrides(config)
-        search, rungs, keep = refuse(lambda: check_ladder(self.search, self.rungs, self.keep, product), typed)
+        settings = (self.search, self.rungs, self.keep, self.direction)
+        search, rungs, keep = refuse(lambda: check_ladder(*settings, product), typed)
 
         plan = refuse(lambda: check_product_sweep(config, [[*job, f"{BUDGET}={rungs[0]}"] for job in product],
                                                   lambda job: loader.load_sweep_config(config, job)), typed)
@@ -79,10 +83,12 @@ class LadderSweeper(ProductSweeper):
             if not jobs:  # every cell solved
                 break
             log.info("ladder rung %d: max_steps=%d, %d jobs", rung, rungs[rung], len(jobs))
-            write_json(sweep_dir / LADDER, ladder_record(search, rungs, keep, cells, rung, metric_name))  # planned
+            write_json(sweep_dir / LADDER, ladder_record(search, rungs, keep, cells, rung, metric_name,
+                                                            self.direction))  # planned
             returns += self.launch(jobs, sweep_dir, metric_name)
-            write_json(sweep_dir / LADDER, ladder_record(search, rungs, keep, cells, rung + 1, metric_name))
-            jobs = next_rung(cells, search, rungs, keep, rung, jobs[-1].num + 1)
+            write_json(sweep_dir / LADDER, ladder_record(search, rungs, keep, cells, rung + 1, metric_name,
+                                                            self.direction))
+            jobs = next_rung(cells, search, rungs, keep, rung, jobs[-1].num + 1, self.direction)
         return returns
 
     def launch(self, jobs: list, sweep_dir: Path, metric_name: str) -> list[Sequence[JobReturn]]:
