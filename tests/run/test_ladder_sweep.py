@@ -1,6 +1,7 @@
-"""``hydra/sweeper=ladder`` end to end, on a tiny sweep that nothing solves: rung 0 runs the product, rung 1 runs
-each cell's best search value of rung 0 (the lowest val/loss: ``direction=minimize``) at the next budget, numbered on; ladder.json records it; a resume plans the
-same jobs under the same numbers; a bad setting is refused in one line before any dir exists."""
+"""``hydra/sweeper=ladder`` end to end, on a tiny sweep that nothing solves: rung 0 runs the product, rung 1 runs each
+cell's best search value of rung 0 (the lowest val/loss: ``direction=minimize``) at the next budget, numbered on;
+ladder.json records it; a resume plans the same jobs under the same numbers; a bad setting is refused in one line
+before any dir exists."""
 
 from __future__ import annotations
 
