@@ -26,16 +26,17 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
 from omegaconf import OmegaConf
 
-from hydra_plugins.attention_lab_sweeper.product_sweeper import ProductSweeper, started
+from hydra_plugins.attention_lab_sweeper.product_sweeper import ProductSweeper, ProductSweeperConf, started
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class LadderSweeperConf:
+class LadderSweeperConf(ProductSweeperConf):
+    """The product sweeper's settings (``max_batch_size`` counts a rung's jobs: null = a whole rung) and the
+    ladder's own."""
+
     _target_: str = "hydra_plugins.attention_lab_sweeper.ladder_sweeper.LadderSweeper"
-    max_batch_size: int | None = None  # jobs handed to the launcher at once; null = a whole rung
-    params: dict[str, str] | None = None  # sweep overrides of a preset (experiment/*.yaml), before the command's
     search: str | None = None  # the key whose values each rung ranks, per cell (lr)
     rungs: list[int] = field(default_factory=list)  # max_steps of each rung, increasing: [500, 2000, 6000]
     keep: list[Any] | None = None  # per rung, how many of a cell's search values run in it (null: all)
