@@ -24,6 +24,7 @@ FOLDS = "sweep_folds.json"  # a product sweep's combinations folded into an earl
 LADDER = "ladder.json"  # a budget ladder's settings and each cell's jobs by rung (hydra/sweeper=ladder)
 REFUSED = "refused_jobs.json"  # jobs of a resumed sweep whose dir holds another run: {job number: row}
 MULTIRUN_RECORD = "multirun.yaml"  # Hydra's record of a sweep's config and command line
+SWEEP_DIRECTIONS = ("maximize", "minimize")  # its hydra.sweeper.direction, as Optuna's sweeper spells them
 CHECKPOINTS = "checkpoints"
 LAST_CHECKPOINT = "last.ckpt"  # the end of training: the model metrics.json describes
 BEST_CHECKPOINT = "best.ckpt"  # the best validation (ModelCheckpoint's filename in configs/callbacks/default.yaml)

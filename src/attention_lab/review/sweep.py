@@ -33,7 +33,15 @@ from typing import Any
 
 from attention_lab.analysis.tags import HeadMetric, is_index_tag
 from attention_lab.errors import ReviewError
-from attention_lab.records.files import METRICS, MULTIRUN_RECORD, RUN_INFO, SAVED_CONFIG, SAVED_OVERRIDES, SUMMARY
+from attention_lab.records.files import (
+    METRICS,
+    MULTIRUN_RECORD,
+    RUN_INFO,
+    SAVED_CONFIG,
+    SAVED_OVERRIDES,
+    SUMMARY,
+    SWEEP_DIRECTIONS,
+)
 from attention_lab.records.run_record import RunInfo, RunStatus, parse
 from attention_lab.review.folds import Folded, load_folds
 from attention_lab.review.records import (
@@ -308,7 +316,7 @@ def direction_of(hydra: dict, metric: str, path: Path, unreadable: Unreadable) -
     direction = mapping(hydra, "sweeper", path, unreadable, "hydra.").get("direction")
     if isinstance(direction, list):  # a multi-objective study: its first objective
         direction = direction[0] if direction else None
-    if direction in ("minimize", "maximize"):
+    if direction in SWEEP_DIRECTIONS:
         return direction
     if direction is not None:
         unreadable.add(path, f"hydra.sweeper.direction is {shown(direction)}, not minimize or maximize; ignored")

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attention_lab.errors import ConfigError
+from attention_lab.records.files import SWEEP_DIRECTIONS as DIRECTIONS
 from attention_lab.run.overrides import override_key
 
 BUDGET = "max_steps"  # the setting the ladder sets per rung
-DIRECTIONS = ("maximize", "minimize")  # as Optuna's sweeper spells them
 
 
 @dataclass
