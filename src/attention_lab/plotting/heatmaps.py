@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -151,10 +152,20 @@ class HeatmapFigure:
         self.sized_by_content = self.within_content(self.title_box(title))
         for artist in self.changing:
             artist.set_animated(True)  # left out of canvas.draw(): the background has empty cells
-        self.canvas.draw()
-        self.background = self.canvas.copy_from_bbox(self.figure.bbox)
-        # Where the title the frame was laid out for is drawn (measured after a draw: drawing places the title)
-        self.first_title = self.title_box(title).bounds
+        self.laid_out_for = title
+        # The frame is drawn at its first map, not here: a frame built only to measure widths (card_dpi tries a
+        # few dpis) never draws, and drawing is half of building one.
+        self.background: Any = None
+        self.first_title: tuple[float, float, float, float] | None = None
+
+    def draw_frame(self) -> None:
+        """Draw what every map shares (the words, axis labels, colorbar) once, and keep it."""
+        if self.background is None:
+            self.title.set_text(self.laid_out_for)  # as when the frame was laid out: a draw places the title
+            self.canvas.draw()
+            self.background = self.canvas.copy_from_bbox(self.figure.bbox)
+            # Where the title the frame was laid out for is drawn (measured after a draw: drawing places the title)
+            self.first_title = self.title_box(self.laid_out_for).bounds
 
     def width_for(self, title: str) -> int:
         """The width, in pixels, of a new :func:`attention_figure` of this frame's map with ``title`` at this frame's
@@ -183,12 +194,14 @@ class HeatmapFigure:
         becomes the title): it is drawn where the frame's first title was, so it sets the width as that one did
         (a long run name, the same in every title of a run), or both span no wider than the map, its words and
         its colorbar, so neither set it."""
+        self.draw_frame()
         box = self.title_box(title)
         return box.bounds == self.first_title or (self.sized_by_content and self.within_content(box))
 
     def render(self, weights: np.ndarray, title: str) -> np.ndarray:
         """The heatmap of ``weights`` (T_q, T_k) as an (H, W, 3) uint8 image: a view of the canvas, valid
         until the next render."""
+        self.draw_frame()
         self.image.set_data(weights)
         if self.labels is not None:
             texts, colors = zip(*(weight_label(float(w), self.scale) for w in np.ravel(weights)), strict=True)
