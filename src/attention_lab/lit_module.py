@@ -39,6 +39,13 @@ def attention_entropy(weights: Tensor, query_mask: Tensor) -> Tensor:
     return (row_entropy * mask).sum((0, 2)) / mask.sum((0, 2)).clamp_min(1)
 
 
+def progress_bar_shown(trainer: L.Trainer) -> bool:
+    """Whether the run draws a progress bar (Rich's and tqdm's say so in ``is_enabled``; the lab's is off where the
+    console is not a terminal)."""
+    bar = trainer.progress_bar_callback
+    return bar is not None and bool(getattr(bar, "is_enabled", True))
+
+
 class AttentionLitModule(TrainedModel, L.LightningModule):
     """Trains a SequenceModel built from one ModelConfig: a TrainedModel (its forward and predict_words) that
     Lightning trains. The checkpoint's hparams hold that config and the vocabulary as plain types, so a checkpoint
@@ -91,7 +98,9 @@ class AttentionLitModule(TrainedModel, L.LightningModule):
             metrics = {key: float(value) for key, value in metrics.items()}
             for logger in self.loggers:
                 logger.log_metrics(metrics, step=self.global_step)
-            self.log_dict({"loss": metrics["train/loss"], "acc": metrics["train/seq_acc"]}, prog_bar=True, logger=False)
+            if progress_bar_shown(self.trainer):  # no bar (a file, a pipe, a sweep job): nothing to hand it
+                self.log_dict({"loss": metrics["train/loss"], "acc": metrics["train/seq_acc"]}, prog_bar=True,
+                              logger=False)
         return loss
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:

@@ -181,6 +181,30 @@ def test_a_console_that_is_not_a_terminal_gets_no_progress_bar_fragments(monkeyp
     assert "Epoch 0" in tiny_fit(ProgressBar())
 
 
+def test_the_training_numbers_go_to_the_progress_bar_only_when_one_is_drawn(monkeypatch, tmp_path):
+    import lightning as L
+    from hydra.utils import instantiate
+
+    from attention_lab.callbacks.lifecycle import ProgressBar
+
+    cfg = compose_config(["max_steps=4", "batch_size=8"])
+    datamodule = instantiate(cfg.data)
+    shown = {}
+    for terminal in (False, True):
+        monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+        if terminal:
+            monkeypatch.setenv("FORCE_COLOR", "1")  # Rich's way to say that a stream is a terminal
+        else:
+            monkeypatch.delenv("FORCE_COLOR", raising=False)
+        trainer = L.Trainer(max_steps=4, log_every_n_steps=2, limit_val_batches=0, logger=False,
+                            enable_checkpointing=False, enable_model_summary=False, accelerator="cpu",
+                            default_root_dir=tmp_path, callbacks=[ProgressBar()])
+        with contextlib.redirect_stdout(io.StringIO()):
+            trainer.fit(instantiate(cfg.module, vocab=datamodule.vocab.itos), datamodule=datamodule)
+        shown[terminal] = set(trainer.progress_bar_metrics)
+    assert shown == {False: set(), True: {"loss", "acc"}}
+
+
 # --- metrics.json ------------------------------------------------------------------------------------------------
 
 def test_metrics_json_opens_with_the_headline(tiny_trained_run: Path):
