@@ -3,15 +3,15 @@ only for the cells that no search value has solved yet.
 
 ``params`` is a product as with ``hydra/sweeper=product``; ``search`` names one of its keys (``lr``), and a cell is
 one combination of the others. Rung 0 runs the whole product at ``max_steps=rungs[0]``; each later rung runs, for
-each cell none of whose jobs solved (metrics.json's ``steps_to_solve`` not null), its ``keep[r]`` best search
-values of the rung before (by the run's ``optimized_metric`` in ``direction``), from scratch at ``max_steps=rungs[r]`` (the plan, and why from scratch:
-:mod:`attention_lab.run.ladder`). Before anything runs, the settings are checked and every job of rung 0 is
-composed and checked as the product sweeper checks its jobs (``check_product_sweep``: combinations that train the
-same run fold into one), and the first job of each later rung at its budget. Jobs are numbered across rungs
-(``launch(jobs, initial_job_idx=...)``), so any launcher works, and each rung's results are read from its jobs'
-metrics.json, so ``resume=<sweep dir>`` plans the same jobs under the same numbers: finished jobs are kept and
-report their recorded results. ``<sweep dir>/ladder.json`` records the settings and each cell's jobs, rewritten
-after every rung.
+each cell none of whose jobs solved (metrics.json's ``steps_to_solve`` not null), its ``keep[r]`` best search values
+of the rung before (by the run's ``optimized_metric`` in ``direction``), from scratch at ``max_steps=rungs[r]`` (the
+plan, and why from scratch: :mod:`attention_lab.run.ladder`). Before anything runs, the settings are checked and
+every job of rung 0 is composed and checked as the product sweeper checks its jobs (``check_product_sweep``:
+combinations that train the same run fold into one), and the first job of each later rung at its budget. Jobs are
+numbered across rungs (``launch(jobs, initial_job_idx=...)``), so any launcher works, and each rung's results are
+read from its jobs' metrics.json, so ``resume=<sweep dir>`` plans the same jobs under the same numbers: finished
+jobs are kept and report their recorded results. ``<sweep dir>/ladder.json`` records the settings and each cell's
+jobs, rewritten after every rung.
 """
 
 # No `from __future__ import annotations`: Hydra executes plugin modules outside sys.modules while scanning,
