@@ -319,7 +319,8 @@ def direction_of(hydra: dict, metric: str, path: Path, unreadable: Unreadable) -
     if direction in SWEEP_DIRECTIONS:
         return direction
     if direction is not None:
-        unreadable.add(path, f"hydra.sweeper.direction is {shown(direction)}, not minimize or maximize; ignored")
+        unreadable.add(path, f"hydra.sweeper.direction is {shown(direction)}, not {' or '.join(SWEEP_DIRECTIONS)}; "
+                             "ignored")
     if metric.startswith(("ablation/", "patching/")):  # the larger the drop (or the part restored), the more the
         # model needs the head: ranked first
         return "maximize"
